@@ -1,0 +1,1 @@
+"""Data: corpus cleaning, WordPiece tokenizer, packed pre-training sequences, GLUE tasks."""

@@ -1,0 +1,32 @@
+"""The ``data`` section of a study spec."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class CorpusSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    paths: list[str] = Field(default_factory=list, description="text files, folders or globs (.gz ok)")
+    hub: str | None = Field(None, description="hub dataset, e.g. wikitext/wikitext-103-raw-v1")
+    text_column: str = "text"
+    max_documents: int | None = Field(None, gt=0)
+    heldout_fraction: float = Field(0.005, gt=0.0, lt=0.5)
+
+
+class TokenizerSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    vocab_size: int = Field(30522, gt=100)
+    lowercase: bool = True
+    vocab_file: str | None = Field(None, description="existing vocab.txt or tokenizer.json")
+
+
+class DataSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    corpus: CorpusSpec
+    tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec)
+    glue: str = Field(description="'hub' or a local folder in hub-parquet or GLUE-tsv layout")
+    cache_dir: str | None = Field(None, description="default: $ABLATE_CACHE or ~/.cache/electra-ablate")

@@ -1,0 +1,36 @@
+"""One error type for everything a user can get wrong.
+
+The CLI turns an ``AblateError`` into a single line on stderr and a non-zero exit code, so bad
+input (a malformed spec, a missing data file, a corrupt checkpoint) never shows a traceback.
+"""
+
+from __future__ import annotations
+
+
+class AblateError(Exception):
+    """A problem with the user's input or environment, reported as one line."""
+
+    exit_code: int = 1
+
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
+        super().__init__(message)
+        if exit_code is not None:
+            self.exit_code = exit_code
+
+
+class SpecError(AblateError):
+    """The study spec (or a file it names) is invalid; exit code 2 like a usage error."""
+
+    exit_code = 2
+
+
+class DataError(AblateError):
+    """A data file, folder, task or hub dataset is missing or malformed."""
+
+    exit_code = 2
+
+
+class TrainingDiverged(AblateError):
+    """A loss became NaN/inf; the run stops and keeps its last good checkpoint."""
+
+    exit_code = 3

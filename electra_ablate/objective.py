@@ -1,0 +1,149 @@
+"""The objective interface and the entry-point registry.
+
+An objective is an ``nn.Module`` that owns every model it trains (generator, discriminator,
+heads) and turns a batch of packed token ids into a loss plus metrics. The engine only ever
+talks to this interface: it never knows which objective it runs. Objectives are discovered
+through the ``electra_ablate.objectives`` entry-point group, the same door a third-party
+package uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, ClassVar, Literal
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import nn
+
+from electra_ablate.config import BackboneConfig
+from electra_ablate.errors import AblateError
+from electra_ablate.model import Encoder
+from electra_ablate.tokens import SpecialTokens
+
+ENTRY_POINT_GROUP = "electra_ablate.objectives"
+
+Batch = dict[str, torch.Tensor]
+"""``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch."""
+
+
+class ObjectiveParams(BaseModel):
+    """Hyper-parameters every objective has; subclasses add their own typed fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mask_rate: float = Field(0.15, gt=0.0, lt=1.0, description="fraction of tokens selected")
+
+
+@dataclass
+class StepOutput:
+    """The loss to back-propagate and detached scalar metrics (keys ending in ``_loss`` are loss
+    terms, which the engine's NaN guard names when one goes non-finite)."""
+
+    loss: torch.Tensor
+    metrics: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A slice of the FLOPs budget trained with its own optimizer and schedule."""
+
+    name: str
+    fraction: float
+
+
+@dataclass(frozen=True)
+class ModelPass:
+    """One encoder pass per sequence in a training step, as the FLOPs model sees it.
+
+    ``head`` runs at ``predicted`` positions per sequence: ``mlm`` is a vocabulary softmax (only
+    at predicted positions), ``binary`` the discriminator's per-token logit, ``copy_mlm`` the
+    All-Tokens MLM head (vocabulary softmax plus a copy gate), ``none`` no head. A pass that is
+    not ``trained`` (a frozen generator) costs a forward pass only.
+    """
+
+    config: BackboneConfig
+    head: Literal["mlm", "binary", "copy_mlm", "none"]
+    predicted: int
+    trained: bool = True
+
+
+@dataclass
+class KeptModel:
+    """What fine-tuning and export take from a pre-trained objective."""
+
+    encoder: Encoder
+    role: Literal["discriminator", "mlm"]
+    head: nn.Module
+
+
+class Objective(nn.Module):
+    """Base class of every pre-training objective.
+
+    Subclasses set ``name``, ``description`` and ``Params``, build their modules in
+    ``__init__`` and implement ``forward``, ``kept_model`` and ``flops_plan``. Staged objectives
+    override ``stages`` and ``enter_stage``.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Params: ClassVar[type[ObjectiveParams]] = ObjectiveParams
+
+    def __init__(self, backbone: BackboneConfig, params: ObjectiveParams, special: SpecialTokens):
+        super().__init__()
+        self.backbone = backbone
+        self.params = params
+        self.special = special
+        self.stage_index = 0
+
+    def forward(self, batch: Batch) -> StepOutput:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def kept_model(self) -> KeptModel:  # pragma: no cover - interface
+        """The encoder (and its pre-training head) that is fine-tuned and exported."""
+        raise NotImplementedError
+
+    def flops_plan(self, seq_len: int) -> list[ModelPass]:  # pragma: no cover - interface
+        """The encoder passes one sequence costs in a training step of the current stage."""
+        raise NotImplementedError
+
+    def stages(self) -> list[Stage]:
+        return [Stage("main", 1.0)]
+
+    def enter_stage(self, index: int) -> None:
+        """Called by the engine before training (or resuming) stage ``index``."""
+        self.stage_index = index
+
+    def trainable_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """Named parameters the current stage's optimizer updates (shared ones listed once)."""
+        return ((n, p) for n, p in self.named_parameters() if p.requires_grad)
+
+
+def available_objectives() -> dict[str, type[Objective]]:
+    """Every objective registered in the entry-point group, built-in or third-party."""
+    found: dict[str, type[Objective]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            cls = ep.load()
+        except Exception as exc:  # a broken plugin must not take the CLI down
+            raise AblateError(f"objective entry point {ep.name!r} ({ep.value}) failed: {exc}") from exc
+        if not (isinstance(cls, type) and issubclass(cls, Objective)):
+            raise AblateError(f"objective entry point {ep.name!r} ({ep.value}) is not an Objective")
+        found[ep.name] = cls
+    return dict(sorted(found.items()))
+
+
+def get_objective(name: str) -> type[Objective]:
+    objectives = available_objectives()
+    if name not in objectives:
+        raise AblateError(f"unknown objective {name!r}; registered: {', '.join(objectives)}")
+    return objectives[name]
+
+
+def build_objective(
+    name: str, backbone: BackboneConfig, params: dict[str, Any] | None, special: SpecialTokens
+) -> Objective:
+    cls = get_objective(name)
+    return cls(backbone, cls.Params.model_validate(params or {}), special)

@@ -1,0 +1,105 @@
+"""Adversarial ELECTRA (ELECTRA paper, section 3.2 and Appendix F): the generator is trained
+with REINFORCE to MAXIMISE the discriminator's loss instead of by maximum likelihood.
+
+At each masked position the reward is D's BCE there (-log D_original if the sample equals the
+original, else -log(1 - D_original)); a learned baseline b_t = -log sigmoid(v·h_G,t), fitted to
+the reward by squared error, reduces variance. The policy loss is -(r - b) * log p_G(sample)
+with one sample per position. Optionally the generator first trains by MLE (``mle_warmup``) or
+mixes an MLE term into its loss (``mle_weight``); by default it gets no MLE gradient at all.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from electra_ablate.components import (
+    GeneratorParams,
+    build_generator,
+    generator_pass,
+    masked_mean,
+    non_pad,
+    rtd_metrics,
+)
+from electra_ablate.config import BackboneConfig
+from electra_ablate.model import Encoder, TokenBinaryHead, init_weights
+from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, Stage, StepOutput
+from electra_ablate.tokens import SpecialTokens
+
+
+class AdversarialParams(GeneratorParams):
+    disc_weight: float = Field(50.0, gt=0.0, description="lambda, weight of the discriminator loss")
+    baseline: bool = Field(True, description="subtract a learned baseline from the reward")
+    mle_weight: float = Field(0.0, ge=0.0, description="weight of a generator MLE term")
+    mle_warmup: float = Field(0.0, ge=0.0, lt=1.0, description="budget share of MLE-trained G first")
+
+
+class Adversarial(Objective):
+    name = "adversarial"
+    description = "Adversarial ELECTRA: G trained by REINFORCE to maximise D's loss"
+    Params = AdversarialParams
+
+    def __init__(self, backbone: BackboneConfig, params: AdversarialParams, special: SpecialTokens):
+        super().__init__(backbone, params, special)
+        self.discriminator = Encoder(backbone)
+        self.disc_head = TokenBinaryHead(backbone)
+        self.generator = build_generator(self.discriminator, params)
+        self.baseline_head = nn.Linear(self.generator.encoder.cfg.hidden_size, 1)
+        init_weights(self.baseline_head, backbone.initializer_range)
+
+    def stages(self) -> list[Stage]:
+        if self.params.mle_warmup == 0.0:
+            return [Stage("adversarial", 1.0)]
+        w = self.params.mle_warmup
+        return [Stage("mle_warmup", w), Stage("adversarial", 1.0 - w)]
+
+    def forward(self, batch: Batch) -> StepOutput:
+        p = self.params
+        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
+        hidden = self.discriminator(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
+        logits = self.disc_head(hidden)
+        weights = non_pad(batch, self.special)
+        bce = F.binary_cross_entropy_with_logits(logits.float(), c.replaced.float(), reduction="none")
+        disc_loss = masked_mean(bce, weights)
+        metrics = {**c.metrics, "disc_loss": disc_loss.detach(), **rtd_metrics(logits, c.replaced, weights)}
+        if self.stages()[self.stage_index].name == "mle_warmup":
+            return StepOutput(c.mlm_loss + p.disc_weight * disc_loss, metrics)
+
+        reward = bce.detach().gather(1, c.slots.positions)
+        policy_loss, baseline_loss = self.reinforce(c.logits, c.samples, c.hidden, reward, c.slots.valid)
+        metrics |= {"reward": masked_mean(reward, c.slots.valid),
+                    "policy_loss": policy_loss.detach(), "baseline_loss": baseline_loss.detach()}
+        loss = p.disc_weight * disc_loss + policy_loss + baseline_loss + p.mle_weight * c.mlm_loss
+        return StepOutput(loss, metrics)
+
+    def reinforce(
+        self,
+        logits: torch.Tensor,
+        samples: torch.Tensor,
+        gen_hidden: torch.Tensor,
+        reward: torch.Tensor,
+        valid: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Policy-gradient loss -(r - b) log p(sample) and the baseline's squared error.
+
+        The baseline reads detached generator states, so G's gradient is purely REINFORCE.
+        """
+        log_policy = F.log_softmax(logits.float() / self.params.temperature, dim=-1)
+        log_p_sample = log_policy.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
+        if self.params.baseline:
+            baseline = -F.logsigmoid(self.baseline_head(gen_hidden.detach()).squeeze(-1).float())
+            baseline_loss = masked_mean((baseline - reward) ** 2, valid)
+            advantage = reward - baseline.detach()
+        else:
+            baseline_loss = torch.zeros((), device=reward.device)
+            advantage = reward
+        return -masked_mean(advantage * log_p_sample, valid), baseline_loss
+
+    def kept_model(self) -> KeptModel:
+        return KeptModel(self.discriminator, "discriminator", self.disc_head)
+
+    def flops_plan(self, seq_len: int) -> list[ModelPass]:
+        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
+                ModelPass(self.backbone, "binary", seq_len)]

@@ -1,0 +1,76 @@
+"""All-Tokens MLM (ELECTRA paper, Table 5): the main model predicts the identity of EVERY
+token, with a learned copy gate, so it learns from all positions like ELECTRA while keeping a
+generative output:
+
+    p(x_t) = D_t * 1[x_t = input_t] + (1 - D_t) * softmax(logits_t)(x_t),  D_t = sigmoid(w·h_t)
+
+and the loss is -log p(x_t) over all non-pad tokens, computed in log space for stability.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from electra_ablate.components import (
+    GeneratorParams,
+    build_generator,
+    generator_pass,
+    masked_mean,
+    non_pad,
+)
+from electra_ablate.config import BackboneConfig
+from electra_ablate.model import Encoder, MLMHead, init_weights
+from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, StepOutput
+from electra_ablate.tokens import SpecialTokens
+
+
+def copy_mixture_log_prob(
+    logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
+) -> torch.Tensor:
+    """log p(target) under the copy mixture; logits [..., V], gate/inputs/targets [...]."""
+    log_softmax = F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    log_generate = F.logsigmoid(-gate.float()) + log_softmax
+    log_copy_or_generate = torch.logaddexp(F.logsigmoid(gate.float()), log_generate)
+    return torch.where(targets == inputs, log_copy_or_generate, log_generate)
+
+
+class AllTokensMLM(Objective):
+    name = "all_tokens_mlm"
+    description = "All-Tokens MLM: generator-corrupted input, predict every token with a copy head"
+    Params = GeneratorParams
+
+    def __init__(self, backbone: BackboneConfig, params: GeneratorParams, special: SpecialTokens):
+        super().__init__(backbone, params, special)
+        self.encoder = Encoder(backbone)
+        self.head = MLMHead(backbone, backbone.embedding_size)
+        self.copy_gate = nn.Linear(backbone.hidden_size, 1)
+        init_weights(self.copy_gate, backbone.initializer_range)
+        self.generator = build_generator(self.encoder, params)
+
+    def forward(self, batch: Batch) -> StepOutput:
+        p = self.params
+        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
+        hidden = self.encoder(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
+        logits = self.head(hidden, self.encoder.embeddings.word.weight)
+        gate = self.copy_gate(hidden).squeeze(-1)
+        log_p = copy_mixture_log_prob(logits, gate, c.corrupted, batch["input_ids"])
+        weights = non_pad(batch, self.special)
+        all_tokens_loss = masked_mean(-log_p, weights)
+        with torch.no_grad():
+            predicted = torch.where(gate > 0, c.corrupted, logits.argmax(-1))
+            metrics = {
+                **c.metrics,
+                "all_tokens_loss": all_tokens_loss.detach(),
+                "all_tokens_acc": masked_mean((predicted == batch["input_ids"]).float(), weights),
+                "copy_prob": masked_mean(torch.sigmoid(gate), weights),
+            }
+        return StepOutput(c.mlm_loss + all_tokens_loss, metrics)
+
+    def kept_model(self) -> KeptModel:
+        return KeptModel(self.encoder, "mlm", self.head)
+
+    def flops_plan(self, seq_len: int) -> list[ModelPass]:
+        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
+                ModelPass(self.backbone, "copy_mlm", seq_len)]
