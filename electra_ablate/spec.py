@@ -66,6 +66,9 @@ class PretrainSpec(Strict):
     seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
     log_every: int = Field(50, gt=0)
     eval_batches: int = Field(8, ge=0, description="held-out batches evaluated at checkpoints")
+    resume_every: int = Field(
+        200, ge=0, description="steps between resumable states (0: only at checkpoints)"
+    )
     num_threads: int | None = Field(None, gt=0)
     compile: bool = Field(False, description="torch.compile (opt-in: slow to compile on CPU)")
 
@@ -84,9 +87,13 @@ class FinetuneSpec(Strict):
     tasks: list[str] = Field(min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
     caps: dict[str, int] = Field(default_factory=dict, description="max training examples per task")
-    eval_caps: dict[str, int] = Field(default_factory=dict, description="max eval examples per task")
+    eval_caps: dict[str, int] = Field(
+        default_factory=dict, description="max eval examples per task"
+    )
     recipe: dict[str, Any] = Field(default_factory=dict, description="FinetuneRecipe overrides")
-    checkpoints: list[float] | None = Field(None, description="fractions to fine-tune (default all)")
+    checkpoints: list[float] | None = Field(
+        None, description="fractions to fine-tune (default all)"
+    )
 
 
 class StudySpec(Strict):

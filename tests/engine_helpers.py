@@ -1,0 +1,77 @@
+"""Small deterministic pieces for engine tests: synthetic packed batches and a trainer factory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from electra_ablate.config import preset
+from electra_ablate.engine import Trainer, plan_run
+from electra_ablate.objective import build_objective
+from electra_ablate.spec import PretrainSpec
+from electra_ablate.tokens import SpecialTokens
+
+SPECIAL = SpecialTokens()
+VOCAB = 97
+SEQ = 24
+CFG = preset("micro").with_overrides(vocab_size=VOCAB, max_seq_len=SEQ)
+
+
+class SyntheticBatches:
+    """Random token sequences whose batch at a step depends only on (seed, step, rank)."""
+
+    def __init__(self, batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
+        self.batch_size, self.seed, self.rank, self.world_size = batch_size, seed, rank, world_size
+
+    def batch(self, step: int) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(self.seed * 100_003 + step)
+        total = self.batch_size * self.world_size
+        ids = torch.randint(len(SPECIAL.ids), VOCAB, (total, SEQ), generator=g)
+        ids[:, 0], ids[:, -1] = SPECIAL.cls, SPECIAL.sep
+        ids = ids[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+        return {
+            "input_ids": ids,
+            "token_type_ids": torch.zeros_like(ids),
+            "attention_mask": torch.ones_like(ids),
+        }
+
+
+def make_trainer(
+    run_dir: Path,
+    objective_name: str = "electra",
+    steps_of_budget: int = 12,
+    batch_size: int = 4,
+    params: dict | None = None,
+    **spec_overrides,
+) -> Trainer:
+    torch.manual_seed(0)
+    objective = build_objective(objective_name, CFG, params or {}, SPECIAL)
+    spec = PretrainSpec(
+        batch_size=batch_size,
+        log_every=2,
+        eval_batches=1,
+        learning_rate=1e-3,
+        warmup_fraction=0.2,
+        resume_every=3,
+        **spec_overrides,
+    )
+    from electra_ablate.flops import stage_step_flops
+
+    per_step = sum(s.fraction * f for s, f in stage_step_flops(objective, SEQ, batch_size, "paper"))
+    plan = plan_run(objective, steps_of_budget * per_step, "paper", batch_size, SEQ, [0.5, 1.0])
+    tokenizer_dir = run_dir / "tok"
+    tokenizer_dir.mkdir(parents=True, exist_ok=True)
+    return Trainer(
+        objective,
+        SyntheticBatches(batch_size),
+        SyntheticBatches(batch_size, seed=99),
+        spec,
+        plan,
+        run_dir,
+        seed=0,
+        device=torch.device("cpu"),
+        tokenizer_dir=tokenizer_dir,
+        meta={"objective": objective_name},
+        progress=False,
+    )
