@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class CorpusSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    paths: list[str] = Field(default_factory=list, description="text files, folders or globs (.gz ok)")
-    hub: str | None = Field(None, description="hub dataset, e.g. wikitext/wikitext-103-raw-v1")
+    paths: list[str] = Field(
+        default_factory=list, description="text files, folders or globs (.gz ok)"
+    )
+    hub: str | None = Field(
+        None,
+        description="hub dataset 'name/config' (e.g. wikitext/wikitext-103-raw-v1), "
+        "or 'org/name:config' ('org/name:' for none); its train split is read",
+    )
     text_column: str = "text"
-    max_documents: int | None = Field(None, gt=0)
+    max_documents: int | None = Field(None, gt=0, description="first N documents after cleaning")
     heldout_fraction: float = Field(0.005, gt=0.0, lt=0.5)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> CorpusSpec:
+        if bool(self.paths) == (self.hub is not None):
+            raise ValueError("give either corpus.paths or corpus.hub (exactly one)")
+        return self
 
 
 class TokenizerSpec(BaseModel):
@@ -29,4 +41,6 @@ class DataSpec(BaseModel):
     corpus: CorpusSpec
     tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec)
     glue: str = Field(description="'hub' or a local folder in hub-parquet or GLUE-tsv layout")
-    cache_dir: str | None = Field(None, description="default: $ABLATE_CACHE or ~/.cache/electra-ablate")
+    cache_dir: str | None = Field(
+        None, description="default: $ABLATE_CACHE or ~/.cache/electra-ablate"
+    )

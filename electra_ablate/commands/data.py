@@ -1,0 +1,56 @@
+"""``ablate data prepare SPEC``: build (or reuse) a study's tokenizer, packed corpus and GLUE
+encodings ahead of ``ablate run``, and show what they contain."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from electra_ablate.data.glue import encode_glue, load_glue_task
+from electra_ablate.data.pretraining import prepare_pretraining
+
+
+def register(app: typer.Typer) -> None:
+    data_app = typer.Typer(help="Prepare and inspect a study's data.", no_args_is_help=True)
+    app.add_typer(data_app, name="data")
+
+    @data_app.command("prepare")
+    def prepare_command(spec: Path = typer.Argument(..., help="study spec (YAML)")) -> None:
+        """Clean the corpus, train the tokenizer, pack sequences and encode the spec's GLUE
+        tasks; everything is cached, so a later run starts at once."""
+        from electra_ablate.spec import load_spec
+
+        study = load_spec(spec)
+        progress = sys.stderr.isatty()
+        max_seq_len = study.backbone_config().max_seq_len
+        data = prepare_pretraining(
+            study.data, max_seq_len, spec_dir=study.spec_dir, progress=progress
+        )
+        summary = data.summary
+        corpus = Table("pre-training data", "train", "held-out", title=f"seq {max_seq_len}")
+        for key in ("documents", "sequences", "tokens"):
+            corpus.add_row(key, f"{summary[key]['train']:,}", f"{summary[key]['heldout']:,}")
+        corpus.add_row("padding", f"{summary['padding_fraction']:.1%}", "")
+        corpus.add_row("[UNK] rate", "", f"{summary['unk_rate_heldout']:.3%}")
+        corpus.add_row("vocab size", f"{data.vocab_size:,}", "")
+        corpus.add_row("tokenizer", str(data.tokenizer_dir), "")
+
+        glue = Table("GLUE task", "train rows", "validation rows", "mean tokens", "metric")
+        for task in study.finetune.tasks:
+            splits = load_glue_task(study.data.glue, task, spec_dir=study.spec_dir)
+            encoded = encode_glue(task, splits, data.tokenizer_dir, max_len=max_seq_len)
+            glue.add_row(
+                task,
+                f"{len(encoded.train['label']):,}",
+                f"{len(encoded.validation['label']):,}",
+                f"{np.mean(encoded.train['length']):.1f}",
+                encoded.task.metric,
+            )
+        console = Console()
+        console.print(corpus)
+        console.print(glue)

@@ -1,0 +1,308 @@
+"""GLUE tasks: the registry, loading (hub, hub-parquet folder or classic GLUE tsv), encoding.
+
+Whatever the source, a task loads as ``{"train", "validation"}`` datasets with the hub's column
+names and types (text columns, ``label`` int64 or float32 for STS-B, ``idx`` int32), so the
+same data gives identical rows from any source. Encoding leaves examples unpadded: fine-tuning
+pads each batch only to its longest example.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from electra_ablate.data.paths import resolve_path
+from electra_ablate.data.tokenizer import load_tokenizer
+from electra_ablate.errors import DataError
+
+HUB_DATASET = "nyu-mll/glue"
+
+
+@dataclass(frozen=True)
+class GlueTask:
+    name: str
+    """Hub config name, also the folder name in the parquet layout."""
+    tsv_dir: str
+    text_fields: tuple[str, ...]
+    num_labels: int
+    """1 for regression (STS-B)."""
+    metrics: tuple[str, ...]
+    """The first is the task's score; the rest are reported beside it."""
+    tsv_columns: tuple[str | int, ...]
+    """Where ``text_fields`` + label sit in the tsv: header names, or indices without a header."""
+    tsv_header: bool = True
+    label_names: tuple[str, ...] | None = None
+    """tsv labels written as words, in the order of the hub's label ids."""
+    validation_split: str = "validation"
+    tsv_dev_file: str = "dev.tsv"
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    @property
+    def metric(self) -> str:
+        return self.metrics[0]
+
+    def features(self) -> datasets.Features:
+        label = datasets.Value("float32" if self.is_regression else "int64")
+        text = {field: datasets.Value("string") for field in self.text_fields}
+        return datasets.Features({**text, "label": label, "idx": datasets.Value("int32")})
+
+
+_ENTAILMENT = ("entailment", "not_entailment")
+
+GLUE_TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in (
+        GlueTask("cola", "CoLA", ("sentence",), 2, ("matthews",), (3, 1), tsv_header=False),
+        GlueTask("sst2", "SST-2", ("sentence",), 2, ("accuracy",), ("sentence", "label")),
+        GlueTask(
+            "mrpc",
+            "MRPC",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy", "f1"),
+            ("#1 String", "#2 String", "Quality"),
+        ),
+        GlueTask(
+            "stsb",
+            "STS-B",
+            ("sentence1", "sentence2"),
+            1,
+            ("spearman",),
+            ("sentence1", "sentence2", "score"),
+        ),
+        GlueTask(
+            "qqp",
+            "QQP",
+            ("question1", "question2"),
+            2,
+            ("accuracy", "f1"),
+            ("question1", "question2", "is_duplicate"),
+        ),
+        GlueTask(
+            "mnli",
+            "MNLI",
+            ("premise", "hypothesis"),
+            3,
+            ("accuracy",),
+            ("sentence1", "sentence2", "gold_label"),
+            label_names=("entailment", "neutral", "contradiction"),
+            validation_split="validation_matched",
+            tsv_dev_file="dev_matched.tsv",
+        ),
+        GlueTask(
+            "qnli",
+            "QNLI",
+            ("question", "sentence"),
+            2,
+            ("accuracy",),
+            ("question", "sentence", "label"),
+            label_names=_ENTAILMENT,
+        ),
+        GlueTask(
+            "rte",
+            "RTE",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy",),
+            ("sentence1", "sentence2", "label"),
+            label_names=_ENTAILMENT,
+        ),
+        GlueTask(
+            "wnli",
+            "WNLI",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy",),
+            ("sentence1", "sentence2", "label"),
+        ),
+    )
+}
+
+
+def glue_task(name: str) -> GlueTask:
+    try:
+        return GLUE_TASKS[name]
+    except KeyError:
+        raise DataError(
+            f"unknown GLUE task {name!r}; choose from {', '.join(GLUE_TASKS)}"
+        ) from None
+
+
+def load_glue_task(
+    source: str, task: str, *, spec_dir: Path | None = None
+) -> dict[str, datasets.Dataset]:
+    """``{"train", "validation"}`` of ``task`` from ``source``: ``"hub"`` or a local folder."""
+    spec = glue_task(task)
+    if source == "hub":
+        splits = _from_hub(spec)
+    else:
+        folder = resolve_path(source, spec_dir)
+        if not folder.is_dir():
+            raise DataError(f"GLUE folder {folder} does not exist")
+        if (folder / spec.name).is_dir():
+            splits = _from_parquet(spec, folder / spec.name)
+        elif (folder / spec.tsv_dir).is_dir():
+            splits = _from_tsv(spec, folder / spec.tsv_dir)
+        else:
+            found = [
+                t.name
+                for t in GLUE_TASKS.values()
+                if (folder / t.name).is_dir() or (folder / t.tsv_dir).is_dir()
+            ]
+            raise DataError(
+                f"GLUE task {task!r} not found in {folder} (looked for {spec.name}/ or "
+                f"{spec.tsv_dir}/; found: {', '.join(found) or 'no GLUE tasks'})"
+            )
+    return {split: _normalised(spec, dataset) for split, dataset in splits.items()}
+
+
+def _from_hub(spec: GlueTask) -> dict[str, datasets.Dataset]:
+    try:
+        loaded = datasets.load_dataset(HUB_DATASET, spec.name)
+    except Exception as e:  # offline, hub down, renamed: all one message for the user
+        raise DataError(
+            f"cannot load GLUE task {spec.name!r} from the hub ({HUB_DATASET}): {e}; "
+            "offline, point data.glue at a local folder instead"
+        ) from e
+    return {"train": loaded["train"], "validation": loaded[spec.validation_split]}
+
+
+def _from_parquet(spec: GlueTask, folder: Path) -> dict[str, datasets.Dataset]:
+    """``<split>.parquet`` as in the shared data, or ``<split>-00000-of-00001.parquet``."""
+    splits = {}
+    for split, name in (("train", "train"), ("validation", spec.validation_split)):
+        files = sorted([*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")])
+        if not files:
+            found = ", ".join(sorted(p.name for p in folder.glob("*.parquet"))) or "none"
+            raise DataError(
+                f"GLUE task {spec.name!r}: no {name} split in {folder} "
+                f"(looked for {name}.parquet; found: {found})"
+            )
+        table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")
+        splits[split] = datasets.Dataset(table)
+    return splits
+
+
+def _from_tsv(spec: GlueTask, folder: Path) -> dict[str, datasets.Dataset]:
+    return {
+        "train": _read_tsv(spec, folder / "train.tsv"),
+        "validation": _read_tsv(spec, folder / spec.tsv_dev_file),
+    }
+
+
+def _read_tsv(spec: GlueTask, path: Path) -> datasets.Dataset:
+    """One GLUE tsv; quoting off because the text has bare ``"``, BOM dropped (MRPC has one)."""
+    if not path.is_file():
+        found = ", ".join(sorted(p.name for p in path.parent.iterdir())) or "nothing"
+        raise DataError(f"GLUE task {spec.name!r}: {path} does not exist (found: {found})")
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    header = rows.pop(0) if spec.tsv_header and rows else None
+    width = len(header) if header else len(rows[0]) if rows else 0
+    if header is not None:
+        missing = [c for c in spec.tsv_columns if c not in header]
+        if missing:
+            raise DataError(
+                f"{path}: no column(s) {', '.join(map(str, missing))} in the header "
+                f"(found: {', '.join(header)})"
+            )
+        positions = [header.index(c) for c in spec.tsv_columns]
+    else:
+        positions = list(spec.tsv_columns)
+    columns: dict[str, list] = {field: [] for field in (*spec.text_fields, "label")}
+    first_line = 2 if header is not None else 1
+    for line, row in enumerate(rows, start=first_line):
+        if len(row) != width or max(positions) >= width:
+            raise DataError(f"{path}:{line}: {len(row)} tab-separated fields, expected {width}")
+        *texts, label = (row[i] for i in positions)
+        for field, text in zip(spec.text_fields, texts, strict=True):
+            columns[field].append(text)
+        columns["label"].append(_parse_label(spec, label, path, line))
+    columns["idx"] = list(range(len(rows)))
+    return datasets.Dataset(pa.table(columns))
+
+
+def _parse_label(spec: GlueTask, label: str, path: Path, line: int) -> int | float:
+    try:
+        if spec.is_regression:
+            return float(label)
+        if spec.label_names is not None:
+            return spec.label_names.index(label)
+        return int(label)
+    except ValueError:
+        raise DataError(f"{path}:{line}: bad label {label!r} for task {spec.name!r}") from None
+
+
+def _normalised(spec: GlueTask, dataset: datasets.Dataset) -> datasets.Dataset:
+    """The hub's columns in a fixed order with fixed types, text trimmed of surrounding
+    whitespace (the GLUE tsv keeps SST-2's trailing space, parquet copies differ; the
+    tokenizer ignores it either way)."""
+    table = dataset.with_format("arrow")[:]
+    missing = [c for c in spec.features() if c not in table.column_names]
+    if missing:
+        raise DataError(
+            f"GLUE task {spec.name!r}: missing column(s) {', '.join(missing)} "
+            f"(found: {', '.join(table.column_names)})"
+        )
+    columns = {f: pc.utf8_trim_whitespace(table[f].cast(pa.string())) for f in spec.text_fields}
+    columns["label"] = table["label"].cast(pa.float32() if spec.is_regression else pa.int64())
+    columns["idx"] = table["idx"].cast(pa.int32())
+    return datasets.Dataset(pa.table(columns), info=datasets.DatasetInfo(features=spec.features()))
+
+
+@dataclass(frozen=True)
+class EncodedGlue:
+    """A task's splits as token ids, each a column mapping: ``input_ids`` and ``token_type_ids``
+    (unpadded lists, ``[CLS] A [SEP]`` or ``[CLS] A [SEP] B [SEP]``, at most ``max_len``),
+    ``label`` (int64 class ids or float32 scores) and ``length`` (for dynamic padding)."""
+
+    task: GlueTask
+    train: dict[str, Any]
+    validation: dict[str, Any]
+    train_rows: int
+    """Rows in the full train split, before ``train_cap``."""
+
+
+def encode_glue(
+    task: str,
+    splits: dict[str, datasets.Dataset],
+    tokenizer_dir: Path,
+    max_len: int = 128,
+    train_cap: int | None = None,
+    seed: int = 0,
+) -> EncodedGlue:
+    """Tokenise both splits, truncating the longer text first to ``max_len`` incl. specials.
+
+    ``train_cap`` keeps a seeded random subset of the train rows, in their original order.
+    """
+    spec = glue_task(task)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    tokenizer.enable_truncation(max_length=max_len, strategy="longest_first")
+    train = splits["train"]
+    if train_cap is not None and train_cap < len(train):
+        keep = np.random.default_rng(seed).choice(len(train), train_cap, replace=False)
+        train = train.select(np.sort(keep))
+    encoded = {}
+    for name, dataset in (("train", train), ("validation", splits["validation"])):
+        columns = dataset[:]
+        texts = [columns[field] for field in spec.text_fields]
+        inputs = list(zip(*texts, strict=True)) if len(texts) == 2 else texts[0]
+        encodings = tokenizer.encode_batch_fast(inputs) if inputs else []
+        encoded[name] = {
+            "input_ids": [e.ids for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+            "label": np.asarray(columns["label"], np.float32 if spec.is_regression else np.int64),
+            "length": np.array([len(e.ids) for e in encodings], dtype=np.int64),
+        }
+    return EncodedGlue(spec, encoded["train"], encoded["validation"], len(splits["train"]))

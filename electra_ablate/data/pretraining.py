@@ -1,0 +1,197 @@
+"""``prepare_pretraining``: the tokenizer and packed sequences a study pre-trains on, cached.
+
+Two cache entries under the cache root, each built in a temporary folder and renamed into place
+(so an interrupted build leaves nothing behind):
+
+- ``tokenizers/<key>/``: ``tokenizer.json``, ``vocab.txt``, ``meta.json``; the key covers the
+  corpus contents and the tokenizer settings, so every study on the same corpus shares it.
+- ``pretraining/<key>/``: ``train/`` and ``heldout/`` (``datasets`` Arrow, ``save_to_disk``) and
+  ``summary.json``; the key adds the tokenizer, ``max_seq_len`` and the packing rules.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+import datasets
+import numpy as np
+from rich.console import Console
+
+from electra_ablate.data.batches import column_matrix
+from electra_ablate.data.config import DataSpec
+from electra_ablate.data.corpus import Document, corpus_source, heldout_split
+from electra_ablate.data.packing import PackingConfig, SequencePacker, pack_documents
+from electra_ablate.data.paths import cache_root, file_hash, resolve_path, settings_hash
+from electra_ablate.data.tokenizer import (
+    TRAINING_SAMPLE_CHARS,
+    load_tokenizer,
+    load_vocab_file,
+    save_tokenizer,
+    special_tokens,
+    train_wordpiece,
+)
+from electra_ablate.errors import DataError
+from electra_ablate.storage import atomic_dir, atomic_write_text
+from electra_ablate.tokens import SpecialTokens
+
+PACKING_VERSION = 1
+"""Part of the packed-data cache key: bump it when packing changes in a way the config misses."""
+
+
+@dataclass(frozen=True)
+class PretrainingData:
+    special: SpecialTokens
+    vocab_size: int
+    tokenizer_dir: Path
+    train: datasets.Dataset
+    heldout: datasets.Dataset
+    summary: dict
+
+
+def prepare_pretraining(
+    data: DataSpec,
+    max_seq_len: int,
+    *,
+    spec_dir: Path | None = None,
+    progress: bool = False,
+    packing: PackingConfig = PackingConfig(),
+) -> PretrainingData:
+    """Build (or reuse) the tokenizer and the packed train / held-out sequences for ``data``."""
+    root = cache_root(data.cache_dir, spec_dir)
+    console = Console(stderr=True, quiet=not progress)
+    source = corpus_source(data.corpus, spec_dir)
+    fraction = data.corpus.heldout_fraction
+    corpus_key = {**source.fingerprint(), "heldout_fraction": fraction}
+    timings: dict[str, float] = {}
+
+    @functools.cache
+    def documents() -> tuple[list[Document], list[Document]]:
+        with _step(console, "reading and cleaning the corpus", timings, "read_s"):
+            return heldout_split(list(source.documents()), fraction)
+
+    tokenizer_dir = _tokenizer_dir(data, spec_dir, root, corpus_key, documents, console, progress)
+    tokenizer = load_tokenizer(tokenizer_dir)
+    special = special_tokens(tokenizer)
+
+    packed_key = settings_hash(
+        {
+            "tokenizer": tokenizer_dir.name,
+            "corpus": corpus_key,
+            "max_seq_len": max_seq_len,
+            "packing": packing.as_dict(),
+            "version": PACKING_VERSION,
+        }
+    )
+    packed_dir = root / "pretraining" / packed_key
+    if not (packed_dir / "summary.json").is_file():
+        with atomic_dir(packed_dir) as tmp:
+            train_docs, heldout_docs = documents()
+            with _step(console, "packing sequences", timings, "packing_s"):
+                packer = SequencePacker(max_seq_len, special, packing)
+                tables = {
+                    "train": pack_documents(train_docs, tokenizer, packer),
+                    "heldout": pack_documents(heldout_docs, tokenizer, packer),
+                }
+            if tables["train"].num_rows == 0:
+                raise DataError("the corpus produced no training sequences")
+            for split, table in tables.items():
+                _save_quietly(datasets.Dataset(table), tmp / split)
+            meta = json.loads((tokenizer_dir / "meta.json").read_text())
+            summary = {
+                "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
+                **_sequence_stats(tables, special),
+                "vocab_size": tokenizer.get_vocab_size(),
+                "max_seq_len": max_seq_len,
+                "seconds": {"tokenizer_s": meta["train_s"], **timings},
+            }
+            atomic_write_text(tmp / "summary.json", json.dumps(summary, indent=2))
+    return PretrainingData(
+        special=special,
+        vocab_size=tokenizer.get_vocab_size(),
+        tokenizer_dir=tokenizer_dir,
+        train=datasets.load_from_disk(str(packed_dir / "train")),
+        heldout=datasets.load_from_disk(str(packed_dir / "heldout")),
+        summary=json.loads((packed_dir / "summary.json").read_text()),
+    )
+
+
+def _tokenizer_dir(
+    data: DataSpec,
+    spec_dir: Path | None,
+    root: Path,
+    corpus_key: dict,
+    documents: Callable[[], tuple[list[Document], list[Document]]],
+    console: Console,
+    progress: bool,
+) -> Path:
+    """The cached tokenizer folder, built from the vocab file or trained on the train split."""
+    settings = data.tokenizer
+    if settings.vocab_file is not None:
+        vocab_file = resolve_path(settings.vocab_file, spec_dir)
+        if not vocab_file.is_file():
+            raise DataError(f"tokenizer vocab file {vocab_file} does not exist")
+        key = {"vocab_file": file_hash(vocab_file), "lowercase": settings.lowercase}
+    else:
+        key = {
+            "corpus": corpus_key,
+            "vocab_size": settings.vocab_size,
+            "lowercase": settings.lowercase,
+            "sample_chars": TRAINING_SAMPLE_CHARS,
+        }
+    directory = root / "tokenizers" / settings_hash(key)
+    if (directory / "meta.json").is_file():
+        return directory
+    timings: dict[str, float] = {}
+    with atomic_dir(directory) as tmp:
+        if settings.vocab_file is not None:
+            tokenizer = load_vocab_file(vocab_file, settings.lowercase)
+        else:
+            train_docs, _ = documents()
+            with _step(console, "training the WordPiece tokenizer", timings, "train_s"):
+                tokenizer = train_wordpiece(
+                    train_docs, settings.vocab_size, settings.lowercase, progress=progress
+                )
+        save_tokenizer(tokenizer, tmp)
+        meta = {"settings": key, "train_s": timings.get("train_s", 0.0)}
+        atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2))
+    return directory
+
+
+def _sequence_stats(tables: dict, special: SpecialTokens) -> dict:
+    """Sequence and text-token counts (no [CLS]/[SEP]/padding), the padding share, and the
+    held-out ``[UNK]`` rate as a share of its text tokens."""
+    stats: dict = {"sequences": {}, "tokens": {}}
+    for split, table in tables.items():
+        ids = column_matrix(datasets.Dataset(table), "input_ids")
+        text = int((~np.isin(ids, (special.pad, special.cls, special.sep))).sum())
+        stats["sequences"][split] = len(ids)
+        stats["tokens"][split] = text
+        if split == "train":
+            stats["padding_fraction"] = round(float((ids == special.pad).mean()), 4)
+        else:
+            stats["unk_rate_heldout"] = int((ids == special.unk).sum()) / max(1, text)
+    return stats
+
+
+def _save_quietly(dataset: datasets.Dataset, path: Path) -> None:
+    was_disabled = datasets.utils.are_progress_bars_disabled()
+    datasets.disable_progress_bars()
+    try:
+        dataset.save_to_disk(str(path))
+    finally:
+        if not was_disabled:
+            datasets.enable_progress_bars()
+
+
+@contextmanager
+def _step(console: Console, message: str, timings: dict, name: str) -> Iterator[None]:
+    start = time.perf_counter()
+    with console.status(message) if console.is_terminal else nullcontext():
+        yield
+    timings[name] = round(time.perf_counter() - start, 2)

@@ -1,0 +1,34 @@
+"""Shared test setup: the Hugging Face hub is unreachable here, so every test runs offline
+(set before any test module imports ``datasets``, which reads these once at import)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real data folder (``$ABLATE_DATA_DIR`` or the repo's sibling ``../shared/data``)."""
+    root = Path(
+        os.environ.get("ABLATE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    if not (root / "corpus").is_dir() or not (root / "glue").is_dir():
+        pytest.skip(f"real data not found at {root} (set ABLATE_DATA_DIR)")
+    return root
+
+
+@pytest.fixture(scope="session")
+def shared_data_dir() -> Path:
+    """Session-scoped twin of ``shared_data`` for expensive module-scoped fixtures."""
+    root = Path(
+        os.environ.get("ABLATE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
+    )
+    if not (root / "corpus").is_dir() or not (root / "glue").is_dir():
+        pytest.skip(f"real data not found at {root} (set ABLATE_DATA_DIR)")
+    return root
