@@ -1,0 +1,212 @@
+"""``ablate finetune``: GLUE scores of one kept model, outside a study.
+
+Fine-tunes the checkpoint on each task with each seed and prints, per task and metric, the
+median over seeds (the headline, as the paper's median of 10) with the min-max spread, then
+the GLUE score: the mean over tasks of the headline metric's median.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from electra_ablate.data.glue import EncodedGlue, encode_glue, glue_task, load_glue_task
+from electra_ablate.errors import AblateError
+from electra_ablate.finetune import FinetuneRecipe, finetune_task, supported_max_len
+from electra_ablate.kept import LoadedKept, load_kept
+from electra_ablate.metrics import glue_score, headline_metric, summarise_seeds
+
+DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
+RUN_FIELDS = ("train_examples", "epochs", "train_seconds", "wall_seconds")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("finetune")
+    def finetune_command(
+        checkpoint: Path = typer.Argument(..., help="kept-model directory (kept.json + weights)"),
+        tasks: str = typer.Option(DEFAULT_TASKS, "--tasks", help="comma-separated GLUE tasks"),
+        seeds: str = typer.Option("0", "--seeds", help="comma-separated fine-tuning seeds"),
+        glue: str | None = typer.Option(
+            None, "--glue", help="GLUE folder or 'hub' [default: $ABLATE_DATA_DIR/glue]"
+        ),
+        cap: int | None = typer.Option(None, "--cap", min=1, help="max training examples/task"),
+        epochs: int | None = typer.Option(
+            None, "--epochs", min=1, help="epochs for every task (replaces RTE/STS-B's 10)"
+        ),
+        lr: float | None = typer.Option(None, "--lr", help="peak learning rate"),
+        device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+        as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    ) -> None:
+        """Fine-tune a kept model on GLUE tasks and print the median over seeds."""
+        recipe = _recipe(cap, epochs, lr, _split(tasks))
+        report = finetune_checkpoint(
+            checkpoint,
+            _known_tasks(_split(tasks)),
+            _seeds(seeds),
+            _glue_source(glue),
+            recipe,
+            _device(device),
+        )
+        if as_json:
+            typer.echo(json.dumps(report, indent=2))
+        else:
+            _print_table(report)
+
+
+def finetune_checkpoint(
+    checkpoint: Path,
+    tasks: list[str],
+    seeds: list[int],
+    glue: str,
+    recipe: FinetuneRecipe,
+    device: str,
+) -> dict[str, Any]:
+    """Every task x seed fine-tune of one checkpoint, summarised per task and metric."""
+    kept = load_kept(checkpoint)
+    if not (kept.tokenizer_dir / "tokenizer.json").is_file():
+        raise AblateError(f"checkpoint {checkpoint} has no tokenizer.json to encode GLUE with")
+    max_len = supported_max_len(recipe, kept.model.encoder.cfg)
+    err = Console(stderr=True)
+    columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
+    per_task: dict[str, Any] = {}
+    with Progress(*columns, console=err, disable=not err.is_terminal, transient=True) as bar:
+        for name in tasks:
+            splits = load_glue_task(glue, name)
+            encoded = encode_glue(
+                name, splits, kept.tokenizer_dir, max_len=max_len, train_cap=recipe.cap_for(name)
+            )
+            runs = [_finetune_one(kept, encoded, recipe, seed, device, bar) for seed in seeds]
+            per_task[name] = _summarise(name, runs, len(encoded.validation["label"]))
+    headlines = {name: t["metrics"][t["headline"]]["median"] for name, t in per_task.items()}
+    return {
+        "checkpoint": str(checkpoint),
+        "glue": glue,
+        "seeds": seeds,
+        "device": device,
+        "recipe": recipe.model_dump(),
+        "tasks": per_task,
+        "glue_score": glue_score(headlines) if set(headlines) - {"wnli"} else None,
+    }
+
+
+def _finetune_one(
+    kept: LoadedKept,
+    encoded: EncodedGlue,
+    recipe: FinetuneRecipe,
+    seed: int,
+    device: str,
+    bar: Progress,
+) -> dict[str, float]:
+    job = bar.add_task(f"{encoded.task.name} seed {seed}", total=None)
+
+    def advance(done: int, total: int) -> None:
+        bar.update(job, completed=done, total=total)
+
+    task, train, dev = encoded.task, encoded.train, encoded.validation
+    result = finetune_task(kept, task, train, dev, recipe, seed, device, progress=advance)
+    bar.remove_task(job)
+    return result
+
+
+def _summarise(task: str, runs: list[dict[str, float]], eval_examples: int) -> dict[str, Any]:
+    metrics = [key for key in runs[0] if key not in RUN_FIELDS]
+    return {
+        "headline": headline_metric(task),
+        "train_examples": int(runs[0]["train_examples"]),
+        "eval_examples": eval_examples,
+        "epochs": int(runs[0]["epochs"]),
+        "wall_seconds": sum(run["wall_seconds"] for run in runs),
+        "metrics": {
+            metric: {
+                **summarise_seeds([r[metric] for r in runs]),
+                "values": [r[metric] for r in runs],
+            }
+            for metric in metrics
+        },
+    }
+
+
+def _print_table(report: dict[str, Any]) -> None:
+    n_seeds = len(report["seeds"])
+    table = Table("task", "metric")
+    table.add_column("median", justify="right")
+    table.add_column(f"min–max ({n_seeds} seeds)", justify="right")
+    table.add_column("train examples", justify="right")
+    for name, task in report["tasks"].items():
+        ordered = sorted(task["metrics"], key=lambda m: m != task["headline"])
+        for i, metric in enumerate(ordered):
+            s = task["metrics"][metric]
+            table.add_row(
+                name if i == 0 else "",
+                metric + (" *" if metric == task["headline"] else ""),
+                f"{s['median']:.1f}",
+                f"{s['min']:.1f}–{s['max']:.1f}",
+                f"{task['train_examples']} × {task['epochs']} ep" if i == 0 else "",
+            )
+    console = Console()
+    console.print(table)
+    if report["glue_score"] is not None:
+        console.print(f"GLUE score (mean of * medians, WNLI excluded): {report['glue_score']:.1f}")
+
+
+def _split(raw: str) -> list[str]:
+    return [part.strip() for part in raw.split(",") if part.strip()]
+
+
+def _known_tasks(names: list[str]) -> list[str]:
+    if not names:
+        raise AblateError("--tasks is empty")
+    return [glue_task(name).name for name in names]
+
+
+def _seeds(raw: str) -> list[int]:
+    try:
+        seeds = [int(part) for part in _split(raw)]
+    except ValueError:
+        raise AblateError(f"--seeds must be comma-separated integers, got {raw!r}") from None
+    if not seeds:
+        raise AblateError("--seeds is empty")
+    return seeds
+
+
+def _glue_source(glue: str | None) -> str:
+    if glue is not None:
+        return glue
+    data_dir = os.environ.get("ABLATE_DATA_DIR")
+    if not data_dir:
+        raise AblateError("no GLUE data: pass --glue DIR (or --glue hub) or set ABLATE_DATA_DIR")
+    return str(Path(data_dir) / "glue")
+
+
+def _recipe(
+    cap: int | None, epochs: int | None, lr: float | None, tasks: list[str]
+) -> FinetuneRecipe:
+    overrides: dict[str, Any] = {}
+    if cap is not None:
+        overrides["train_caps"] = {task: cap for task in tasks}
+    if epochs is not None:
+        overrides |= {"epochs": epochs, "task_epochs": {}}
+    if lr is not None:
+        overrides["lr"] = lr
+    try:
+        return FinetuneRecipe(**overrides)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise AblateError(f"--{error['loc'][0]}: {error['msg']}") from None
+
+
+def _device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise AblateError(f"--device {device!r}: choose auto or cpu, or cuda when a GPU is visible")
+    return device

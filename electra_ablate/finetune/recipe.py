@@ -1,0 +1,44 @@
+"""The fine-tuning recipe: ELECTRA-Small's GLUE hyper-parameters, every one overridable."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+
+class FinetuneRecipe(BaseModel):
+    """Defaults are the paper's ELECTRA-Small GLUE recipe (Clark et al. 2020, Table 7).
+
+    ``train_caps`` limits a task's training set (a fixed random subset, the same for every seed
+    and every checkpoint) so that CPU studies finish; a report must show the caps it ran under.
+    ``padding="max_len"`` pads every batch to ``max_len``; it exists to measure what dynamic
+    padding buys, not to be used.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    lr: float = Field(3e-4, gt=0.0)
+    layer_decay: float = Field(0.8, gt=0.0, le=1.0, description="lr factor per layer from the top")
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = Field(1e-6, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0, description="never on LayerNorm or bias")
+    warmup_fraction: float = Field(0.1, ge=0.0, lt=1.0)
+    epochs: int = Field(3, gt=0)
+    task_epochs: dict[str, PositiveInt] = Field(default_factory=lambda: {"rte": 10, "stsb": 10})
+    batch_size: int = Field(32, gt=0)
+    eval_batch_size: int = Field(128, gt=0)
+    max_len: int = Field(128, gt=4)
+    grad_clip: float = Field(1.0, gt=0.0)
+    head_dropout: float = Field(0.1, ge=0.0, lt=1.0)
+    train_caps: dict[str, PositiveInt] = Field(default_factory=dict)
+    padding: Literal["dynamic", "max_len"] = "dynamic"
+    sort_chunk_batches: int = Field(
+        100, gt=0, description="training batches per shuffled chunk sorted by length"
+    )
+
+    def epochs_for(self, task: str) -> int:
+        return self.task_epochs.get(task, self.epochs)
+
+    def cap_for(self, task: str) -> int | None:
+        return self.train_caps.get(task)
