@@ -38,8 +38,10 @@ def save_kept(directory: Path, kept: KeptModel, tokenizer_dir: Path, meta: dict[
     with atomic_dir(Path(directory)) as tmp:
         tensors = {f"encoder.{k}": v for k, v in kept.encoder.state_dict().items()}
         tensors |= {f"head.{k}": v for k, v in kept.head.state_dict().items()}
-        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()},
-                  str(tmp / "kept.safetensors"))
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+            str(tmp / "kept.safetensors"),
+        )
         info = {"backbone": kept.encoder.cfg.model_dump(), "role": kept.role, **meta}
         atomic_write_text(tmp / "kept.json", json.dumps(info, indent=2, sort_keys=True))
         for name in TOKENIZER_FILES:
@@ -70,5 +72,7 @@ def load_kept(directory: Path) -> LoadedKept:
         encoder.load_state_dict({k[8:]: v for k, v in tensors.items() if k.startswith("encoder.")})
         head.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("head.")})
     except RuntimeError as exc:
-        raise AblateError(f"corrupt checkpoint {directory}: weights do not match kept.json") from exc
+        raise AblateError(
+            f"corrupt checkpoint {directory}: weights do not match kept.json"
+        ) from exc
     return LoadedKept(KeptModel(encoder, meta["role"], head), meta, directory)

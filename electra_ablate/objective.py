@@ -128,7 +128,9 @@ def available_objectives() -> dict[str, type[Objective]]:
         try:
             cls = ep.load()
         except Exception as exc:  # a broken plugin must not take the CLI down
-            raise AblateError(f"objective entry point {ep.name!r} ({ep.value}) failed: {exc}") from exc
+            raise AblateError(
+                f"objective entry point {ep.name!r} ({ep.value}) failed: {exc}"
+            ) from exc
         if not (isinstance(cls, type) and issubclass(cls, Objective)):
             raise AblateError(f"objective entry point {ep.name!r} ({ep.value}) is not an Objective")
         found[ep.name] = cls

@@ -22,6 +22,7 @@ from electra_ablate.components import (
     masked_mean,
     non_pad,
     rtd_metrics,
+    without_special,
 )
 from electra_ablate.config import BackboneConfig
 from electra_ablate.model import Encoder, TokenBinaryHead, init_weights
@@ -33,7 +34,9 @@ class AdversarialParams(GeneratorParams):
     disc_weight: float = Field(50.0, gt=0.0, description="lambda, weight of the discriminator loss")
     baseline: bool = Field(True, description="subtract a learned baseline from the reward")
     mle_weight: float = Field(0.0, ge=0.0, description="weight of a generator MLE term")
-    mle_warmup: float = Field(0.0, ge=0.0, lt=1.0, description="budget share of MLE-trained G first")
+    mle_warmup: float = Field(
+        0.0, ge=0.0, lt=1.0, description="budget share of MLE-trained G first"
+    )
 
 
 class Adversarial(Objective):
@@ -58,19 +61,32 @@ class Adversarial(Objective):
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
-        hidden = self.discriminator(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
+        hidden = self.discriminator(
+            c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
+        )
         logits = self.disc_head(hidden)
         weights = non_pad(batch, self.special)
-        bce = F.binary_cross_entropy_with_logits(logits.float(), c.replaced.float(), reduction="none")
+        bce = F.binary_cross_entropy_with_logits(
+            logits.float(), c.replaced.float(), reduction="none"
+        )
         disc_loss = masked_mean(bce, weights)
-        metrics = {**c.metrics, "disc_loss": disc_loss.detach(), **rtd_metrics(logits, c.replaced, weights)}
+        metrics = {
+            **c.metrics,
+            "disc_loss": disc_loss.detach(),
+            **rtd_metrics(logits, c.replaced, weights),
+        }
         if self.stages()[self.stage_index].name == "mle_warmup":
             return StepOutput(c.mlm_loss + p.disc_weight * disc_loss, metrics)
 
         reward = bce.detach().gather(1, c.slots.positions)
-        policy_loss, baseline_loss = self.reinforce(c.logits, c.samples, c.hidden, reward, c.slots.valid)
-        metrics |= {"reward": masked_mean(reward, c.slots.valid),
-                    "policy_loss": policy_loss.detach(), "baseline_loss": baseline_loss.detach()}
+        policy_loss, baseline_loss = self.reinforce(
+            c.logits, c.samples, c.hidden, reward, c.slots.valid
+        )
+        metrics |= {
+            "reward": masked_mean(reward, c.slots.valid),
+            "policy_loss": policy_loss.detach(),
+            "baseline_loss": baseline_loss.detach(),
+        }
         loss = p.disc_weight * disc_loss + policy_loss + baseline_loss + p.mle_weight * c.mlm_loss
         return StepOutput(loss, metrics)
 
@@ -86,7 +102,8 @@ class Adversarial(Objective):
 
         The baseline reads detached generator states, so G's gradient is purely REINFORCE.
         """
-        log_policy = F.log_softmax(logits.float() / self.params.temperature, dim=-1)
+        policy_logits = without_special(logits.float(), self.special)
+        log_policy = F.log_softmax(policy_logits / self.params.temperature, dim=-1)
         log_p_sample = log_policy.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
         if self.params.baseline:
             baseline = -F.logsigmoid(self.baseline_head(gen_hidden.detach()).squeeze(-1).float())
@@ -101,5 +118,7 @@ class Adversarial(Objective):
         return KeptModel(self.discriminator, "discriminator", self.disc_head)
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
-                ModelPass(self.backbone, "binary", seq_len)]
+        return [
+            generator_pass(self.generator, seq_len, self.params.mask_rate),
+            ModelPass(self.backbone, "binary", seq_len),
+        ]

@@ -30,7 +30,9 @@ def copy_mixture_log_prob(
     logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
 ) -> torch.Tensor:
     """log p(target) under the copy mixture; logits [..., V], gate/inputs/targets [...]."""
-    log_softmax = F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    log_softmax = (
+        F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    )
     log_generate = F.logsigmoid(-gate.float()) + log_softmax
     log_copy_or_generate = torch.logaddexp(F.logsigmoid(gate.float()), log_generate)
     return torch.where(targets == inputs, log_copy_or_generate, log_generate)
@@ -72,5 +74,7 @@ class AllTokensMLM(Objective):
         return KeptModel(self.encoder, "mlm", self.head)
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
-                ModelPass(self.backbone, "copy_mlm", seq_len)]
+        return [
+            generator_pass(self.generator, seq_len, self.params.mask_rate),
+            ModelPass(self.backbone, "copy_mlm", seq_len),
+        ]

@@ -52,9 +52,14 @@ class BertMLM(Objective):
         )
         corrupted = slots.scatter(batch["input_ids"], replacements)
         hidden = self.encoder(corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
-        logits = self.head(gather_positions(hidden, slots.positions), self.encoder.embeddings.word.weight)
+        logits = self.head(
+            gather_positions(hidden, slots.positions), self.encoder.embeddings.word.weight
+        )
         loss = masked_cross_entropy(logits, slots.originals, slots.valid)
-        metrics = {"mlm_loss": loss.detach(), "mlm_acc": masked_accuracy(logits, slots.originals, slots.valid)}
+        metrics = {
+            "mlm_loss": loss.detach(),
+            "mlm_acc": masked_accuracy(logits, slots.originals, slots.valid),
+        }
         return StepOutput(loss, metrics)
 
     def kept_model(self) -> KeptModel:

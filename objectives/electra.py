@@ -46,7 +46,9 @@ class Electra(Objective):
         return non_pad(batch, self.special)
 
     def disc_logits(self, batch: Batch, corrupted: torch.Tensor) -> torch.Tensor:
-        hidden = self.discriminator(corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
+        hidden = self.discriminator(
+            corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
+        )
         return self.disc_head(hidden)
 
     def forward(self, batch: Batch) -> StepOutput:
@@ -55,12 +57,18 @@ class Electra(Objective):
         logits = self.disc_logits(batch, c.corrupted)
         weights = self.rtd_weights(batch, c)
         disc_loss = rtd_loss(logits, c.replaced, weights)
-        metrics = {**c.metrics, "disc_loss": disc_loss.detach(), **rtd_metrics(logits, c.replaced, weights)}
+        metrics = {
+            **c.metrics,
+            "disc_loss": disc_loss.detach(),
+            **rtd_metrics(logits, c.replaced, weights),
+        }
         return StepOutput(c.mlm_loss + p.disc_weight * disc_loss, metrics)
 
     def kept_model(self) -> KeptModel:
         return KeptModel(self.discriminator, "discriminator", self.disc_head)
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
-                ModelPass(self.backbone, "binary", seq_len)]
+        return [
+            generator_pass(self.generator, seq_len, self.params.mask_rate),
+            ModelPass(self.backbone, "binary", seq_len),
+        ]

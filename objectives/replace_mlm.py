@@ -32,10 +32,15 @@ class ReplaceMLM(Objective):
         p = self.params
         c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
         hidden = self.encoder(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
-        logits = self.head(gather_positions(hidden, c.slots.positions), self.encoder.embeddings.word.weight)
+        logits = self.head(
+            gather_positions(hidden, c.slots.positions), self.encoder.embeddings.word.weight
+        )
         mlm_loss = masked_cross_entropy(logits, c.slots.originals, c.slots.valid)
-        metrics = {**c.metrics, "mlm_loss": mlm_loss.detach(),
-                   "mlm_acc": masked_accuracy(logits, c.slots.originals, c.slots.valid)}
+        metrics = {
+            **c.metrics,
+            "mlm_loss": mlm_loss.detach(),
+            "mlm_acc": masked_accuracy(logits, c.slots.originals, c.slots.valid),
+        }
         return StepOutput(c.mlm_loss + mlm_loss, metrics)
 
     def kept_model(self) -> KeptModel:
@@ -43,5 +48,7 @@ class ReplaceMLM(Objective):
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         predicted = max_predictions(self.params.mask_rate, seq_len)
-        return [generator_pass(self.generator, seq_len, self.params.mask_rate),
-                ModelPass(self.backbone, "mlm", predicted)]
+        return [
+            generator_pass(self.generator, seq_len, self.params.mask_rate),
+            ModelPass(self.backbone, "mlm", predicted),
+        ]

@@ -74,11 +74,17 @@ class TwoStage(Objective):
             return StepOutput(c.mlm_loss, dict(c.metrics))
         with torch.no_grad():
             c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
-        hidden = self.discriminator(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
+        hidden = self.discriminator(
+            c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
+        )
         logits = self.disc_head(hidden)
         weights = non_pad(batch, self.special)
         disc_loss = rtd_loss(logits, c.replaced, weights)
-        metrics = {**c.metrics, "disc_loss": disc_loss.detach(), **rtd_metrics(logits, c.replaced, weights)}
+        metrics = {
+            **c.metrics,
+            "disc_loss": disc_loss.detach(),
+            **rtd_metrics(logits, c.replaced, weights),
+        }
         return StepOutput(p.disc_weight * disc_loss, metrics)
 
     def kept_model(self) -> KeptModel:
@@ -90,5 +96,7 @@ class TwoStage(Objective):
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         if self.stage_index == 0:
             return [generator_pass(self.generator, seq_len, self.params.mask_rate)]
-        return [generator_pass(self.generator, seq_len, self.params.mask_rate, trained=False),
-                ModelPass(self.backbone, "binary", seq_len)]
+        return [
+            generator_pass(self.generator, seq_len, self.params.mask_rate, trained=False),
+            ModelPass(self.backbone, "binary", seq_len),
+        ]

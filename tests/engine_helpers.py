@@ -7,8 +7,17 @@ from pathlib import Path
 import torch
 
 from electra_ablate.config import preset
-from electra_ablate.engine import Trainer, plan_run
-from electra_ablate.objective import build_objective
+from electra_ablate.engine import Distributed, Trainer, plan_run
+from electra_ablate.flops import stage_step_flops
+from electra_ablate.model import Encoder, MLMHead, gather_positions
+from electra_ablate.objective import (
+    KeptModel,
+    ModelPass,
+    Objective,
+    ObjectiveParams,
+    StepOutput,
+    build_objective,
+)
 from electra_ablate.spec import PretrainSpec
 from electra_ablate.tokens import SpecialTokens
 
@@ -56,8 +65,6 @@ def make_trainer(
         resume_every=3,
         **spec_overrides,
     )
-    from electra_ablate.flops import stage_step_flops
-
     per_step = sum(s.fraction * f for s, f in stage_step_flops(objective, SEQ, batch_size, "paper"))
     plan = plan_run(objective, steps_of_budget * per_step, "paper", batch_size, SEQ, [0.5, 1.0])
     tokenizer_dir = run_dir / "tok"
@@ -73,5 +80,68 @@ def make_trainer(
         device=torch.device("cpu"),
         tokenizer_dir=tokenizer_dir,
         meta={"objective": objective_name},
+        progress=False,
+    )
+
+
+class DeterministicMLM(Objective):
+    """MLM with a fixed mask (every 5th maskable token) and no dropout: no randomness at all,
+    so a 2-process run must match a 1-process run of the same global batch to float precision."""
+
+    name = "deterministic_mlm_test"
+    description = "test only"
+
+    def __init__(self, backbone, params, special):
+        super().__init__(backbone, params, special)
+        self.encoder = Encoder(backbone)
+        self.head = MLMHead(backbone, backbone.embedding_size)
+
+    def forward(self, batch):
+        ids = batch["input_ids"]
+        positions = torch.arange(1, ids.shape[1] - 1, 5).expand(ids.shape[0], -1)
+        hidden = self.encoder(ids.scatter(1, positions, SPECIAL.mask))
+        logits = self.head(gather_positions(hidden, positions), self.encoder.embeddings.word.weight)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), ids.gather(1, positions).flatten()
+        )
+        return StepOutput(loss, {"mlm_loss": loss.detach()})
+
+    def kept_model(self):
+        return KeptModel(self.encoder, "mlm", self.head)
+
+    def flops_plan(self, seq_len):
+        return [ModelPass(self.backbone, "mlm", len(range(1, seq_len - 1, 5)))]
+
+
+def deterministic_trainer(run_dir: Path, global_batch: int, rank: int, world_size: int) -> Trainer:
+    torch.manual_seed(0)
+    cfg = CFG.with_overrides(dropout=0.0, attention_dropout=0.0)
+    objective = DeterministicMLM(cfg, ObjectiveParams(), SPECIAL)
+    spec = PretrainSpec(
+        batch_size=global_batch,
+        log_every=2,
+        eval_batches=0,
+        learning_rate=1e-3,
+        warmup_fraction=0.2,
+        resume_every=0,
+    )
+    per_step = stage_step_flops(objective, SEQ, global_batch, "paper")[0][1]
+    plan = plan_run(objective, 6 * per_step, "paper", global_batch, SEQ, [1.0])
+    tokenizer_dir = run_dir / "tok"
+    tokenizer_dir.mkdir(parents=True, exist_ok=True)
+    local = global_batch // world_size
+    dist_ctx = Distributed.from_env(torch.device("cpu"))
+    return Trainer(
+        objective,
+        SyntheticBatches(local, rank=rank, world_size=world_size),
+        None,
+        spec,
+        plan,
+        run_dir,
+        seed=0,
+        device=torch.device("cpu"),
+        tokenizer_dir=tokenizer_dir,
+        meta={},
+        dist_ctx=dist_ctx,
         progress=False,
     )

@@ -20,8 +20,15 @@ from objectives.all_tokens_mlm import copy_mixture_log_prob
 SPECIAL = SpecialTokens()
 VOCAB = 120
 CFG = preset("micro").with_overrides(vocab_size=VOCAB, max_seq_len=32)
-NAMES = ["bert_mlm", "replace_mlm", "all_tokens_mlm", "electra_15", "electra", "two_stage",
-         "adversarial"]
+NAMES = [
+    "bert_mlm",
+    "replace_mlm",
+    "all_tokens_mlm",
+    "electra_15",
+    "electra",
+    "two_stage",
+    "adversarial",
+]
 
 
 def make_batch(seed: int = 0, batch: int = 4, length: int = 32) -> dict[str, torch.Tensor]:
@@ -33,7 +40,7 @@ def make_batch(seed: int = 0, batch: int = 4, length: int = 32) -> dict[str, tor
     ids[1, 20:] = SPECIAL.pad  # one padded row
     ids[1, 19] = SPECIAL.sep
     types = torch.zeros_like(ids)
-    types[:, length // 2 + 1:] = 1
+    types[:, length // 2 + 1 :] = 1
     return {"input_ids": ids, "token_type_ids": types, "attention_mask": ids != SPECIAL.pad}
 
 
@@ -129,8 +136,13 @@ def main_encoder_output_grad(objective, batch) -> torch.Tensor:
 
 @pytest.mark.parametrize(
     ("name", "where"),
-    [("bert_mlm", "masked"), ("replace_mlm", "masked"), ("electra_15", "masked"),
-     ("all_tokens_mlm", "all"), ("electra", "all")],
+    [
+        ("bert_mlm", "masked"),
+        ("replace_mlm", "masked"),
+        ("electra_15", "masked"),
+        ("all_tokens_mlm", "all"),
+        ("electra", "all"),
+    ],
 )
 def test_positions_that_carry_the_main_loss(name, where, recorded_slots):
     objective = build(name)
@@ -144,8 +156,9 @@ def test_positions_that_carry_the_main_loss(name, where, recorded_slots):
     assert torch.equal(carries, expected)
 
 
-@pytest.mark.parametrize("name", ["replace_mlm", "all_tokens_mlm", "electra_15", "electra",
-                                  "adversarial"])
+@pytest.mark.parametrize(
+    "name", ["replace_mlm", "all_tokens_mlm", "electra_15", "electra", "adversarial"]
+)
 def test_main_model_never_sees_mask_but_generator_does(name):
     objective = build(name)
     seen = {}
@@ -160,6 +173,13 @@ def test_main_model_never_sees_mask_but_generator_does(name):
     assert (seen["gen"] == SPECIAL.mask).any()
     if main is not gen_encoder:
         assert not (main_inputs[0] == SPECIAL.mask).any()
+
+
+def test_generator_never_samples_a_special_token():
+    logits = torch.zeros(4096, VOCAB)
+    logits[:, SPECIAL.mask] = 50.0  # even where [MASK] is by far the likeliest prediction
+    samples = components.sample_tokens(components.without_special(logits, SPECIAL), 1.0)
+    assert samples.min() >= len(SPECIAL.ids)
 
 
 def test_rtd_labels_mark_exactly_the_tokens_that_differ(monkeypatch):
@@ -206,7 +226,9 @@ def test_electra_discriminator_loss_reaches_generator_only_through_tied_embeddin
     batch = make_batch()
     c = objective.generator.corrupt(batch, SPECIAL, 0.15, 1.0)
     assert not c.samples.requires_grad and not c.corrupted.requires_grad
-    disc_loss = rtd_loss(objective.disc_logits(batch, c.corrupted), c.replaced, batch["attention_mask"])
+    disc_loss = rtd_loss(
+        objective.disc_logits(batch, c.corrupted), c.replaced, batch["attention_mask"]
+    )
     disc_loss.backward()
     for name, p in generator_only_params(objective).items():
         assert p.grad is None or not p.grad.any(), f"D's loss reached generator {name}"
@@ -245,8 +267,10 @@ def test_all_tokens_copy_mixture_is_a_distribution_and_matches_the_formula():
     inputs = torch.randint(0, vocab, (n,))
     every_target = torch.arange(vocab).expand(n, vocab)
     log_p = copy_mixture_log_prob(
-        logits[:, None, :].expand(n, vocab, vocab), gate[:, None].expand(n, vocab),
-        inputs[:, None].expand(n, vocab), every_target,
+        logits[:, None, :].expand(n, vocab, vocab),
+        gate[:, None].expand(n, vocab),
+        inputs[:, None].expand(n, vocab),
+        every_target,
     )
     torch.testing.assert_close(log_p.exp().sum(-1), torch.ones(n))
     d = torch.sigmoid(gate)
@@ -298,14 +322,17 @@ def test_reinforce_gradient_has_the_policy_gradient_form():
     objective = build("adversarial", baseline=False)
     torch.manual_seed(0)
     logits = torch.randn(2, 3, VOCAB, requires_grad=True)
-    samples = torch.randint(0, VOCAB, (2, 3))
+    samples = torch.randint(len(SPECIAL.ids), VOCAB, (2, 3))  # the policy never samples specials
     valid = torch.tensor([[True, True, False], [True, True, True]])
     reward = torch.full((2, 3), 0.7)
     gen_hidden = torch.randn(2, 3, objective.generator.encoder.cfg.hidden_size)
     policy_loss, _ = objective.reinforce(logits, samples, gen_hidden, reward, valid)
     policy_loss.backward()
-    # d/dlogits of -(r/N) sum log softmax(l)[s] = -(r/N) (onehot(s) - softmax(l))
-    expected = -(0.7 / valid.sum()) * (F.one_hot(samples, VOCAB) - logits.detach().softmax(-1))
+    # d/dlogits of -(r/N) sum log π(s), π = softmax over the non-special tokens:
+    # -(r/N) (onehot(s) - π), and no gradient at all to the special tokens' logits
+    policy = components.without_special(logits.detach(), SPECIAL).softmax(-1)
+    expected = -(0.7 / valid.sum()) * (F.one_hot(samples, VOCAB) - policy)
+    assert (expected[..., : len(SPECIAL.ids)] == 0).all()
     torch.testing.assert_close(logits.grad, expected * valid[..., None])
 
 
@@ -316,7 +343,7 @@ def test_reinforce_gradient_vanishes_when_the_baseline_equals_a_constant_reward(
         objective.baseline_head.weight.zero_()
         objective.baseline_head.bias.fill_(-math.log(math.exp(reward_value) - 1.0))
     logits = torch.randn(2, 3, VOCAB, requires_grad=True)
-    samples = torch.randint(0, VOCAB, (2, 3))
+    samples = torch.randint(len(SPECIAL.ids), VOCAB, (2, 3))
     gen_hidden = torch.randn(2, 3, objective.generator.encoder.cfg.hidden_size)
     valid = torch.ones(2, 3, dtype=torch.bool)
     policy_loss, baseline_loss = objective.reinforce(
@@ -392,3 +419,14 @@ def test_kept_model_and_flops_plan(name):
         objective.enter_stage(stage)
         plan = objective.flops_plan(32)
         assert plan and all(p.predicted > 0 for p in plan)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5])
+def test_generator_samples_follow_the_tempered_softmax(temperature):
+    torch.manual_seed(0)
+    logits = torch.tensor([2.0, 0.0, -1.0, -30.0, 1.0])
+    rows = logits.expand(200_000, -1)
+    counts = torch.bincount(components.sample_tokens(rows, temperature), minlength=5)
+    expected = torch.softmax(logits / temperature, -1) * rows.shape[0]
+    assert counts[3] == 0  # a token of ~zero probability is never drawn
+    torch.testing.assert_close(counts.float(), expected, rtol=0.02, atol=60.0)

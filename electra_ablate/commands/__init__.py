@@ -4,4 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-COMMAND_MODULES: list[ModuleType] = []
+from electra_ablate.commands import data, finetune, flops, report, run
+
+COMMAND_MODULES: list[ModuleType] = [run, report, finetune, data, flops]

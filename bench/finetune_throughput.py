@@ -1,0 +1,142 @@
+"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (DESIGN.md §8).
+
+A ``tiny`` encoder with random weights (speed does not depend on what the weights are) is
+fine-tuned for one epoch on real GLUE training examples, tokenised by a WordPiece tokenizer
+trained here on the same text, once per padding mode in the same process. Reports training
+examples per second (evaluation excluded) per task and over all tasks.
+
+    python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from electra_ablate.config import preset
+from electra_ablate.data.glue import GLUE_TASKS, encode_glue, load_glue_task
+from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
+from electra_ablate.finetune import FinetuneRecipe, finetune_task
+from electra_ablate.kept import LoadedKept
+from electra_ablate.model import Encoder, TokenBinaryHead
+from electra_ablate.objective import KeptModel
+
+PADDINGS = ("dynamic", "max_len")
+EVAL_EXAMPLES = 32
+"""Evaluation is not timed; a few examples keep it from costing bench time. A short untimed
+fine-tune first pays the one-off costs (lazy imports, allocator) that would land on whichever
+mode ran first."""
+
+
+def default_glue() -> Path:
+    data = os.environ.get("ABLATE_DATA_DIR")
+    root = Path(data) if data else Path(__file__).resolve().parents[2] / "shared" / "data"
+    return root / "glue"
+
+
+def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
+    splits = {name: load_glue_task(str(glue), name) for name in tasks}
+    text = [
+        line
+        for name in tasks
+        for field in GLUE_TASKS[name].text_fields
+        for line in splits[name]["train"][field]
+    ]
+    with tempfile.TemporaryDirectory() as tokenizer_dir:
+        tokenizer = train_wordpiece([tuple(text)], vocab_size=8000, lowercase=True)
+        save_tokenizer(tokenizer, Path(tokenizer_dir))
+        cfg = preset(preset_name).with_overrides(vocab_size=tokenizer.get_vocab_size())
+        torch.manual_seed(0)
+        kept_model = KeptModel(Encoder(cfg), "discriminator", TokenBinaryHead(cfg))
+        kept = LoadedKept(kept_model, {}, Path(tokenizer_dir))
+        encoded = {
+            name: encode_glue(name, splits[name], Path(tokenizer_dir), cfg.max_seq_len, cap)
+            for name in tasks
+        }
+
+    warm_up = next(iter(encoded.values()))
+    short = {column: values[:64] for column, values in warm_up.train.items()}
+    finetune_task(kept, warm_up.task, short, short, FinetuneRecipe(epochs=1), seed=0)
+
+    per_task = {}
+    for name, data in encoded.items():
+        dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
+        row = {
+            "examples": len(data.train["label"]),
+            "mean_length": float(data.train["length"].mean()),
+        }
+        for padding in PADDINGS:
+            recipe = FinetuneRecipe(epochs=1, task_epochs={}, padding=padding)
+            result = finetune_task(kept, data.task, data.train, dev, recipe, seed=0)
+            row[f"{padding}_seconds"] = result["train_seconds"]
+            row[f"{padding}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
+        per_task[name] = row
+
+    examples = sum(row["examples"] for row in per_task.values())
+    dynamic = examples / sum(row["dynamic_seconds"] for row in per_task.values())
+    fixed = examples / sum(row["max_len_seconds"] for row in per_task.values())
+    return {
+        "preset": preset_name,
+        "threads": torch.get_num_threads(),
+        "cap": cap,
+        "tasks": per_task,
+        "dynamic_examples_per_s": dynamic,
+        "fixed_examples_per_s": fixed,
+        "ratio": dynamic / fixed,
+    }
+
+
+def print_table(report: dict) -> None:
+    table = Table(title=f"fine-tuning examples/s, {report['preset']}, {report['threads']} threads")
+    for column in ("task", "train examples", "mean tokens", "dynamic", "pad to 128", "ratio"):
+        table.add_column(column, justify="left" if column == "task" else "right")
+    for name, row in report["tasks"].items():
+        dynamic, fixed = row["dynamic_examples_per_s"], row["max_len_examples_per_s"]
+        table.add_row(
+            name,
+            str(row["examples"]),
+            f"{row['mean_length']:.1f}",
+            f"{dynamic:.0f}",
+            f"{fixed:.0f}",
+            f"{dynamic / fixed:.2f}x",
+        )
+    table.add_row(
+        "all",
+        "",
+        "",
+        f"{report['dynamic_examples_per_s']:.0f}",
+        f"{report['fixed_examples_per_s']:.0f}",
+        f"{report['ratio']:.2f}x",
+    )
+    Console().print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--glue", type=Path, default=default_glue(), help="GLUE parquet folder")
+    parser.add_argument("--tasks", default="cola,mrpc", help="comma-separated GLUE tasks")
+    parser.add_argument("--cap", type=int, default=512, help="training examples per task")
+    parser.add_argument("--preset", default="tiny", help="backbone preset")
+    parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    args = parser.parse_args()
+    if not args.glue.is_dir():
+        parser.error(f"no GLUE folder at {args.glue}: pass --glue or set ABLATE_DATA_DIR")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_table(report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,245 @@
+"""Tokens/s of one ELECTRA pre-training step: ours against Hugging Face ``transformers``.
+
+One step is what the engine does: forward, backward, gradient clipping at 1.0 and an AdamW update,
+for the whole replaced-token-detection objective (generator 1/4 width with embeddings shared with
+the discriminator, lambda = 50, dropout 0.1, seq 128, vocab 30522). OURS is the registered
+``electra`` objective. PEER is written the way users of ``transformers`` write ELECTRA
+pre-training: ``ElectraForMaskedLM(labels=...)`` computing generator logits at every position,
+multinomial sampling at the masked ones, ``ElectraForPreTraining(labels=is_replaced)``, and the
+generator's embeddings (and tied output matrix) swapped for the discriminator's.
+
+Timed steps alternate between the two in one process so that load from anything else running on
+the machine hits both alike; the medians are compared. Peak memory is measured per side in child
+processes (a process's high-water mark cannot be split between two models living in it).
+
+    python bench/pretrain_throughput.py --preset tiny --batch 128 --steps 10 [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json_child, timed
+
+from electra_ablate.config import BackboneConfig, preset
+from electra_ablate.engine import autocast, make_optimizer
+from electra_ablate.export import hf_config
+from electra_ablate.flops import objective_flops
+from electra_ablate.objective import build_objective
+from electra_ablate.spec import PretrainSpec
+from electra_ablate.tokens import SpecialTokens
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DISC_WEIGHT = 50.0
+GENERATOR_SIZE = 0.25
+MASK_RATE = 0.15
+SPEC = PretrainSpec()
+
+
+@dataclass
+class Contender:
+    """One training step to time (it returns the loss), plus facts about it for the report."""
+
+    step: Callable[[], float]
+    facts: dict[str, object] = field(default_factory=dict)
+
+
+def ours(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+    objective = build_objective("electra", cfg, {}, SpecialTokens()).to(device).train()
+    optimizer = make_optimizer(objective, SPEC)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)
+
+    def step() -> float:  # the engine's train_step, minus data loading and logging
+        with autocast(device):
+            out = objective(batch)
+        metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
+        optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
+        optimizer.step()
+        return metrics["loss"]
+
+    flops = objective_flops(objective, cfg.max_seq_len, batch_size)["standard"]
+    return Contender(step, {"flops_per_step_standard": flops})
+
+
+def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    special = SpecialTokens()
+    discriminator = ElectraForPreTraining(ElectraConfig(**hf_config(cfg, "discriminator")))
+    generator = ElectraForMaskedLM(ElectraConfig(**hf_config(cfg.scaled(GENERATOR_SIZE), "mlm")))
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    discriminator.to(device).train()
+    generator.to(device).train()
+    optimizer = adamw([*generator.parameters(), *discriminator.parameters()], SPEC)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)
+    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+
+    def step() -> float:
+        probability = torch.full(input_ids.shape, MASK_RATE, device=device)
+        probability.masked_fill_(input_ids < len(special.ids), 0.0)
+        masked = torch.bernoulli(probability).bool()
+        labels = input_ids.masked_fill(~masked, -100)
+        with autocast(device):
+            gen = generator(
+                input_ids.masked_fill(masked, special.mask),
+                attention_mask=attention_mask,
+                labels=labels,
+            )
+            with torch.no_grad():
+                probs = F.softmax(gen.logits[masked].float(), dim=-1)
+                sampled = torch.multinomial(probs, 1).squeeze(-1)
+            corrupted = input_ids.clone()
+            corrupted[masked] = sampled
+            is_replaced = (corrupted != input_ids).long()
+            disc = discriminator(corrupted, attention_mask=attention_mask, labels=is_replaced)
+            loss = gen.loss + DISC_WEIGHT * disc.loss
+        value = loss.item()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
+        optimizer.step()
+        return value
+
+    return Contender(step, {"peer_attention": discriminator.config._attn_implementation})
+
+
+BUILDERS = {"ours": ours, "peer": peer}
+
+
+def memory_child(
+    side: str, cfg: BackboneConfig, batch_size: int, device: torch.device
+) -> dict[str, float]:
+    """Peak memory of one side alone: a few steps in this (child) process."""
+    contender = BUILDERS[side](cfg, batch_size, device)
+    for _ in range(3):
+        contender.step()
+    out = {"peak_rss_mb": peak_rss_mb()}
+    if device.type == "cuda":
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
+
+
+def benchmark(args: argparse.Namespace) -> dict[str, object]:
+    cfg, device = preset(args.preset), torch.device(args.device)
+    torch.manual_seed(0)
+    contenders = {side: build(cfg, args.batch, device) for side, build in BUILDERS.items()}
+    times: dict[str, list[float]] = {side: [] for side in contenders}
+    for i in range(args.warmup + args.steps):
+        order = list(contenders) if i % 2 == 0 else list(reversed(contenders))  # alternate firsts
+        for side in order:
+            seconds = timed(contenders[side].step, device)
+            if i >= args.warmup:
+                times[side].append(seconds)
+    median = {side: statistics.median(t) for side, t in times.items()}
+    tokens = args.batch * cfg.max_seq_len
+    compute_dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    peak = peak_matmul_flops(device, compute_dtype)
+    flops = contenders["ours"].facts["flops_per_step_standard"]
+    result: dict[str, object] = {
+        "ours_tokens_per_s": tokens / median["ours"],
+        "peer_tokens_per_s": tokens / median["peer"],
+        "ratio": median["peer"] / median["ours"],
+        "mfu": flops / median["ours"] / peak,
+        "ours_step_s": median["ours"],
+        "peer_step_s": median["peer"],
+        "ours_step_s_all": times["ours"],
+        "peer_step_s_all": times["peer"],
+        "peak_matmul_flops": peak,
+        **contenders["ours"].facts,
+        **contenders["peer"].facts,
+    }
+    del contenders
+    same = [
+        "--preset",
+        args.preset,
+        "--batch",
+        str(args.batch),
+        "--threads",
+        str(args.threads),
+        "--device",
+        args.device,
+    ]
+    for side in BUILDERS:
+        child = run_json_child([__file__, "--memory-of", side, *same])
+        # ``peak_rss_mb`` of side ``ours`` -> ``peak_rss_ours_mb``
+        result |= {key.removesuffix("_mb") + f"_{side}_mb": v for key, v in child.items()}
+    return result | {
+        "device": args.device,
+        "preset": args.preset,
+        "batch": args.batch,
+        "threads": args.threads,
+        "seq_len": cfg.max_seq_len,
+        "timed_steps": args.steps,
+    }
+
+
+def print_table(result: dict[str, object]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        title=f"ELECTRA pre-training step: preset {result['preset']}, batch "
+        f"{result['batch']}, seq {result['seq_len']}, {result['device']}, "
+        f"{result['threads']} threads"
+    )
+    for column in ("", "tokens/s", "median step (s)", "peak RSS (MB)"):
+        table.add_column(column, justify="right")
+    for side, label in (("ours", "electra-ablate"), ("peer", "transformers")):
+        table.add_row(
+            label,
+            f"{result[f'{side}_tokens_per_s']:,.0f}",
+            f"{result[f'{side}_step_s']:.3f}",
+            f"{result[f'peak_rss_{side}_mb']:,.0f}",
+        )
+    console = Console()
+    console.print(table)
+    console.print(
+        f"ours / transformers: {result['ratio']:.2f}x   "
+        f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
+    )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--preset", choices=["micro", "tiny", "small", "base"], default="tiny")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=10, help="timed steps per side")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per side first")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--memory-of", choices=list(BUILDERS), help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
+    torch.set_num_threads(args.threads)
+    if args.memory_of:
+        cfg, device = preset(args.preset), torch.device(args.device)
+        print(json.dumps(memory_child(args.memory_of, cfg, args.batch, device)))
+    elif args.json:
+        print(json.dumps(benchmark(args)))
+    else:
+        print_table(benchmark(args))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from electra_ablate.cli import main
+
+main()

@@ -1,0 +1,28 @@
+"""``ablate export``: a kept model as a Hugging Face ``transformers`` ELECTRA folder."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from electra_ablate.export import export_hf
+
+
+class ExportFormat(str, Enum):
+    hf = "hf"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("export")
+    def export_command(
+        checkpoint: Path = typer.Argument(..., help="kept-model directory (kept.json + weights)"),
+        out: Path = typer.Option(..., "--out", help="folder to write (created or replaced)"),
+        fmt: ExportFormat = typer.Option(ExportFormat.hf, "--format", help="output format"),
+    ) -> None:
+        """Export a pre-trained encoder, e.g. for ElectraForPreTraining.from_pretrained(OUT)."""
+        written = export_hf(checkpoint, out)
+        architecture = json.loads((written / "config.json").read_text())["architectures"][0]
+        typer.echo(f"exported {checkpoint} to {written} ({fmt.value}: {architecture})")

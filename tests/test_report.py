@@ -1,0 +1,279 @@
+"""``ablate report`` on a synthetic study directory whose scores are known in advance.
+
+Scores are ``base + 10 * fraction + task offset + seed offset`` with seed offsets (-1, 0, +2),
+so at the full budget every median is ``base + 10 + mean(task offsets)`` and every min–max
+spread is 3. WNLI gets 99 everywhere: if it leaked into the GLUE score, every number would move.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import polars as pl
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from electra_ablate.commands import report as report_command
+from electra_ablate.errors import AblateError
+from electra_ablate.report import write_report
+from electra_ablate.results import write_table
+
+FRACTIONS = (0.125, 0.25, 0.5, 1.0)
+SEED_OFFSETS = (-1.0, 0.0, 2.0)
+TASKS = {"cola": ("matthews", 0.0), "mrpc": ("accuracy", 20.0), "wnli": ("accuracy", None)}
+# label: (objective, base score, last checkpoint reached)
+RUNS = {
+    "ELECTRA": ("electra", 60.0, 1.0),
+    "All-tokens": ("all_tokens_mlm", 55.0, 1.0),
+    "BERT": ("bert_mlm", 54.0, 1.0),
+    "Replace MLM": ("replace_mlm", 50.0, 0.25),
+}
+FAILURE = "loss became NaN at step 120"
+STEMS = ("glue_vs_flops", "glue_tasks_vs_flops", "pretrain_curves")
+
+
+def result_rows() -> list[dict[str, object]]:
+    rows = []
+    for label, (objective, base, last) in RUNS.items():
+        for fraction in (f for f in FRACTIONS if f <= last):
+            for seed, seed_offset in enumerate(SEED_OFFSETS):
+                for task, (metric, offset) in TASKS.items():
+                    value = 99.0 if offset is None else base + 10 * fraction + offset + seed_offset
+                    metrics = [(metric, True, value)]
+                    if task == "mrpc":
+                        metrics.append(("f1", False, value + 5.0))
+                    for name, headline, v in metrics:
+                        rows.append(
+                            {
+                                "study": "synthetic",
+                                "run_id": f"run-{objective}",
+                                "objective": objective,
+                                "label": label,
+                                "pretrain_seed": 0,
+                                "checkpoint_fraction": fraction,
+                                "pretrain_step": int(800 * fraction),
+                                "flops_paper": 4e15 * fraction,
+                                "flops_standard": 6e15 * fraction,
+                                "task": task,
+                                "finetune_seed": seed,
+                                "metric": name,
+                                "headline": headline,
+                                "value": v,
+                                "train_examples": 1000 if task == "cola" else 3668,
+                                "wall_s": 2.0,
+                            }
+                        )
+    return rows
+
+
+def pretrain_rows() -> pl.DataFrame:
+    rows = []
+    for label, (objective, _, last) in RUNS.items():
+        for step in range(0, int(800 * last) + 1, 100):
+            for split in ("train", "heldout"):
+                loss = 10.0 / (1 + step / 100)
+                rtd = objective != "bert_mlm"
+                rows.append(
+                    {
+                        "run_id": f"run-{objective}",
+                        "objective": objective,
+                        "label": label,
+                        "pretrain_seed": 0,
+                        "step": step,
+                        "flops_paper": 5e12 * step,
+                        "flops_standard": 7.5e12 * step,
+                        "split": split,
+                        "loss": loss,
+                        "gen_mlm_acc": 0.5 - loss / 40 if rtd else None,
+                        "disc_acc": 0.9 if rtd else None,
+                        "mlm_acc": None if rtd else 0.4,
+                        "tokens_per_s": 7000.0,
+                    }
+                )
+    return pl.DataFrame(rows)
+
+
+def runs_table() -> pl.DataFrame:
+    return pl.DataFrame(
+        [
+            {
+                "run_id": f"run-{objective}",
+                "objective": objective,
+                "label": label,
+                "pretrain_seed": 0,
+                "params_json": "{}",
+                "status": "done" if last == 1.0 else "failed",
+                "message": "" if last == 1.0 else FAILURE,
+                "steps": int(800 * last),
+                "flops_paper": 4e15 * last,
+                "flops_standard": 6e15 * last,
+                "wall_s": 3725.0,
+            }
+            for label, (objective, _, last) in RUNS.items()
+        ]
+    )
+
+
+def make_study_dir(directory: Path) -> Path:
+    directory.mkdir(parents=True)
+    write_table(directory / "results.parquet", result_rows())
+    pretrain_rows().write_parquet(directory / "pretrain_metrics.parquet")
+    runs_table().write_parquet(directory / "runs.parquet")
+    study = {
+        "name": "synthetic",
+        "spec_path": "studies/synthetic.yaml",
+        "spec": {},
+        "backbone": {"preset": "micro", "overrides": {}},
+        "budget": {"flops": 4e15, "convention": "paper", "checkpoints": list(FRACTIONS)},
+        "data": {"corpus": {"paths": ["corpus.txt.gz"]}, "glue": "glue-dir"},
+        "finetune": {
+            "tasks": list(TASKS),
+            "seeds": [0, 1, 2],
+            "caps": {"cola": 1000},
+            "eval_caps": {"mrpc": 200},
+            "recipe": {"lr": 3e-4},
+        },
+        "git_commit": "0123abc",
+        "machine": "2-core test box",
+        "command": "ablate run studies/synthetic.yaml",
+        "started": "2026-01-02T03:04:05",
+        "finished": "2026-01-02T05:06:07",
+        "wall_s": 7322.0,
+    }
+    (directory / "study.json").write_text(json.dumps(study))
+    return directory
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory) -> Path:
+    return make_study_dir(tmp_path_factory.mktemp("runs") / "synthetic")
+
+
+@pytest.fixture(scope="module")
+def report(study_dir) -> Path:
+    return write_report(study_dir)
+
+
+@pytest.fixture(scope="module")
+def text(report) -> str:
+    return report.read_text(encoding="utf-8")
+
+
+def table_row(text: str, first_cells: str) -> str:
+    return next(line for line in text.splitlines() if line.startswith(f"| {first_cells} |"))
+
+
+def test_report_goes_to_run_dir_report_with_every_figure(study_dir, report, text):
+    assert report == study_dir / "report" / "report.md"
+    for stem in STEMS:
+        for suffix in ("png", "svg"):
+            assert (report.parent / f"{stem}.{suffix}").stat().st_size > 1000
+        assert f"({stem}.png)" in text and f"({stem}.svg)" in text
+
+
+def test_final_table_ranks_labels_with_median_spread_and_paper_number(text):
+    # ELECTRA: cola 60+10+0 = 70, mrpc 90, GLUE mean 80; seeds move it by -1/+2
+    assert table_row(text, "1 | ELECTRA") == (
+        "| 1 | ELECTRA | `electra` | 80.0 (79.0–82.0) | 70.0 (69.0–72.0) | 90.0 (89.0–92.0) "
+        "| 99.0 (99.0–99.0) | 85.0 |"
+    )
+    assert table_row(text, "2 | All-tokens").endswith(
+        "| 75.0 (74.0–77.0) | 65.0 (64.0–67.0) | 85.0 (84.0–87.0) | 99.0 (99.0–99.0) | 84.3 |"
+    )
+    assert table_row(text, "3 | BERT").endswith("| 82.2 |")
+    # the failed run never reached the final budget: unranked, paper number still beside it
+    assert table_row(text, "— | Replace MLM") == (
+        "| — | Replace MLM | `replace_mlm` | — | — | — | — | 82.4 |"
+    )
+    assert "wnli (accuracy, not in GLUE)" in text
+
+
+def test_ordering_line_compares_each_gap_with_the_spread(text):
+    assert "ELECTRA 80.0 > All-tokens 75.0 > BERT 74.0." in text
+    assert "ELECTRA − All-tokens: gap 5.00, larger min–max spread 3.00 → gap > spread" in text
+    assert "All-tokens − BERT: gap 1.00, larger min–max spread 3.00 → within spread" in text
+    assert "ELECTRA 85.0 > All-Tokens MLM 84.3 > Replace MLM 82.4 = ELECTRA 15% 82.4" in text
+
+
+def test_glue_at_every_checkpoint_and_non_headline_metrics(text):
+    assert "| Label | 12.5% | 25% | 50% | 100% |" in text
+    # Replace MLM at 25%: 50 + 2.5 + 10 = 62.5; missing afterwards
+    assert table_row(text, "Replace MLM | 61.2 (60.2–63.2)") == (
+        "| Replace MLM | 61.2 (60.2–63.2) | 62.5 (61.5–64.5) | — | — |"
+    )
+    assert "| Label | mrpc (f1) |" in text
+    assert "| ELECTRA | 95.0 (94.0–97.0) |\n" in text
+    assert "### 50% of the budget (2.00e15 FLOPs, paper convention)" in text
+
+
+def test_header_shows_provenance_budget_and_caps(text):
+    for fact in (
+        "# Study `synthetic`",
+        "`ablate run studies/synthetic.yaml`",
+        "`0123abc`",
+        "2-core test box",
+        "2 h 02 min",
+        "4.00e15 (paper convention), 6.00e15 (standard convention)",
+        "12.5%, 25%, 50%, 100% of the budget",
+        "| Fine-tuning seeds | 0, 1, 2 |",
+        "lr=0.0003",
+        "cola: capped at 1,000 examples (1,000 used)",
+        "mrpc: not capped (3,668 examples), dev set capped at 200 examples",
+    ):
+        assert fact in text
+
+
+def test_runs_table_lists_the_failed_run_with_its_message(text):
+    assert "3 done, 1 failed." in text
+    failed = table_row(text, "Replace MLM | `replace_mlm`")
+    assert "**failed**" in failed and FAILURE in failed and "| 200 |" in failed
+
+
+def test_pretraining_curves_plot_learning_metrics_only(study_dir):
+    from electra_ablate.plots import curve_metrics
+
+    metrics = pl.read_parquet(study_dir / "pretrain_metrics.parquet")
+    assert curve_metrics(metrics) == ["loss", "gen_mlm_acc", "disc_acc", "mlm_acc"]
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def group() -> None:
+        """Test CLI with the report command only."""
+
+    report_command.register(app)
+    return app
+
+
+def test_cli_writes_the_same_report_again_and_prints_its_path(study_dir, report, tmp_path):
+    result = CliRunner().invoke(cli(), ["report", str(study_dir), "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    again = tmp_path / "r" / "report.md"
+    assert result.output.strip() == str(again)
+    assert again.read_bytes() == report.read_bytes()
+    for name in ("glue_vs_flops.svg", "pretrain_curves.png"):
+        assert (again.parent / name).read_bytes() == (report.parent / name).read_bytes()
+
+
+def test_cli_defaults_to_the_latest_study_under_runs(tmp_path, monkeypatch):
+    make_study_dir(tmp_path / "runs" / "only-study")
+    (tmp_path / "runs" / "not-a-study").mkdir()
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli(), ["report"])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == str(Path("runs/only-study/report/report.md"))
+
+
+def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli(), ["report", "empty"])
+    assert result.exit_code == 1
+    assert isinstance(result.exception, AblateError)
+    assert str(result.exception) == "no results in empty: run `ablate run SPEC` first"
+    result = CliRunner().invoke(cli(), ["report"])
+    assert isinstance(result.exception, AblateError)
+    assert "no study results under runs/" in str(result.exception)

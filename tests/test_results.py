@@ -1,0 +1,153 @@
+"""The results table: schema, atomic append with de-duplication, and the GLUE statistics."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from electra_ablate.errors import AblateError
+from electra_ablate.results import (
+    RESULTS_SCHEMA,
+    append_rows,
+    glue_scores,
+    ranking,
+    read_results,
+    seed_glue_scores,
+    task_scores,
+    write_table,
+)
+
+
+def row(
+    label: str = "ELECTRA",
+    task: str = "cola",
+    value: float = 50.0,
+    *,
+    metric: str | None = None,
+    headline: bool = True,
+    fraction: float = 1.0,
+    pretrain_seed: int = 0,
+    finetune_seed: int = 0,
+) -> dict[str, object]:
+    default_metric = {"cola": "matthews", "stsb": "spearman"}.get(task, "accuracy")
+    return {
+        "study": "unit",
+        "run_id": f"{label}-{pretrain_seed}",
+        "objective": label.lower(),
+        "label": label,
+        "pretrain_seed": pretrain_seed,
+        "checkpoint_fraction": fraction,
+        "pretrain_step": int(1000 * fraction),
+        "flops_paper": 1e15 * fraction,
+        "flops_standard": 1.5e15 * fraction,
+        "task": task,
+        "finetune_seed": finetune_seed,
+        "metric": metric or default_metric,
+        "headline": headline,
+        "value": value,
+        "train_examples": 100,
+        "wall_s": 1.0,
+    }
+
+
+def test_write_then_read_keeps_the_schema_and_leaves_no_temp_files(tmp_path):
+    write_table(tmp_path / "results.parquet", [row(), row(task="mrpc", value=80.0)])
+    table = read_results(tmp_path)
+    assert table.schema == RESULTS_SCHEMA
+    assert table.height == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["results.parquet"]
+
+
+def test_rows_missing_a_column_are_rejected(tmp_path):
+    incomplete = row()
+    del incomplete["value"]
+    with pytest.raises(ValueError, match="value"):
+        write_table(tmp_path / "results.parquet", [incomplete])
+
+
+def test_append_replaces_rows_with_the_same_key_and_keeps_the_others(tmp_path):
+    path = tmp_path / "results.parquet"
+    append_rows(path, [row(value=10.0), row(finetune_seed=1, value=20.0)])
+    append_rows(path, [row(value=11.0), row(finetune_seed=2, value=30.0)])
+    table = read_results(tmp_path).sort("finetune_seed")
+    assert table["finetune_seed"].to_list() == [0, 1, 2]
+    assert table["value"].to_list() == [11.0, 20.0, 30.0]
+
+
+def test_missing_or_empty_results_are_one_line_errors(tmp_path):
+    with pytest.raises(AblateError, match=r"no results in .*: run `ablate run SPEC` first"):
+        read_results(tmp_path)
+    write_table(tmp_path / "results.parquet", [])
+    with pytest.raises(AblateError, match="is empty"):
+        read_results(tmp_path)
+
+
+def test_glue_score_is_the_mean_of_headline_metrics_without_wnli():
+    results = pl.DataFrame(
+        [
+            row(task="cola", value=40.0),
+            row(task="mrpc", value=80.0),
+            row(task="mrpc", value=99.0, metric="f1", headline=False),
+            row(task="wnli", value=10.0),
+            # seed 1 lacks mrpc: a mean over fewer tasks is not a GLUE score
+            row(task="cola", value=90.0, finetune_seed=1),
+            row(task="wnli", value=10.0, finetune_seed=1),
+        ],
+        schema=RESULTS_SCHEMA,
+    )
+    scores = seed_glue_scores(results)
+    assert scores["finetune_seed"].to_list() == [0]
+    assert scores["glue"].to_list() == [60.0]
+
+
+def test_spread_pools_pretraining_and_finetuning_seeds():
+    values = {(0, 0): 70.0, (0, 1): 72.0, (1, 0): 75.0, (1, 1): 81.0}
+    results = pl.DataFrame(
+        [
+            row(task=task, value=v + offset, pretrain_seed=p, finetune_seed=f)
+            for (p, f), v in values.items()
+            for task, offset in (("cola", -5.0), ("sst2", 5.0))
+        ],
+        schema=RESULTS_SCHEMA,
+    )
+    summary = glue_scores(results).row(0, named=True)
+    assert summary["n"] == 4
+    assert summary["median"] == pytest.approx(73.5)
+    assert (summary["min"], summary["max"]) == (70.0, 81.0)
+    assert summary["q1"] == pytest.approx(71.5)
+    assert summary["q3"] == pytest.approx(76.5)
+    assert summary["flops_paper"] == pytest.approx(1e15)
+
+
+def test_ranking_states_whether_each_gap_exceeds_the_spread():
+    seeds = (-1.0, 0.0, 2.0)  # spread 3 for every label
+    medians = {"ELECTRA": 80.0, "All-tokens": 75.0, "BERT": 74.0}
+    results = pl.DataFrame(
+        [
+            row(label=label, value=m + d, finetune_seed=s)
+            for label, m in medians.items()
+            for s, d in enumerate(seeds)
+        ],
+        schema=RESULTS_SCHEMA,
+    )
+    ranked = ranking(glue_scores(results), 1.0)
+    assert ranked["label"].to_list() == ["ELECTRA", "All-tokens", "BERT"]
+    assert ranked["rank"].to_list() == [1, 2, 3]
+    assert ranked["gap_to_next"].to_list()[:2] == [5.0, 1.0]
+    assert ranked["beyond_spread"].to_list()[:2] == [True, False]
+
+
+def test_task_scores_keep_every_metric_per_checkpoint():
+    results = pl.DataFrame(
+        [
+            row(task="mrpc", value=v, metric=m, headline=h, finetune_seed=s, fraction=f)
+            for s, v in enumerate((70.0, 80.0, 90.0))
+            for m, h in (("accuracy", True), ("f1", False))
+            for f in (0.5, 1.0)
+        ],
+        schema=RESULTS_SCHEMA,
+    )
+    tasks = task_scores(results)
+    assert tasks.height == 4
+    f1 = tasks.filter((pl.col("metric") == "f1") & (pl.col("checkpoint_fraction") == 0.5))
+    assert f1.select("median", "min", "max", "n").row(0) == (80.0, 70.0, 90.0, 3)

@@ -1,0 +1,174 @@
+"""The user's main job end to end on the `micro` smoke study and the real data: every objective
+pre-trained, fine-tuned and reported; a re-run is a no-op; a study killed mid-way resumes to the
+same results table as an uninterrupted one; an installed plugin objective runs in a study."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import polars as pl
+import pytest
+import yaml
+
+from electra_ablate.cli import run_cli
+
+ROOT = Path(__file__).resolve().parent.parent
+SMOKE = ROOT / "studies" / "smoke.yaml"
+SEVEN = {
+    "bert_mlm",
+    "replace_mlm",
+    "all_tokens_mlm",
+    "electra_15",
+    "electra",
+    "two_stage",
+    "adversarial",
+}
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def data_env(shared_data_dir, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("cache")
+    return {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="module")
+def smoke_run(data_env, tmp_path_factory):
+    out = tmp_path_factory.mktemp("smoke") / "out"
+    started = time.perf_counter()
+    result = ablate(["run", str(SMOKE), "--out", str(out)], data_env)
+    assert result.returncode == 0, result.stderr
+    return out, time.perf_counter() - started
+
+
+def ablate(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "electra_ablate", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        **kwargs,
+    )
+
+
+def comparable(out: Path) -> pl.DataFrame:
+    """The results table without timings, in a fixed order."""
+    frame = pl.read_parquet(out / "results.parquet").drop("wall_s")
+    return frame.sort(["label", "checkpoint_fraction", "task", "finetune_seed", "metric"])
+
+
+def test_smoke_study_trains_finetunes_and_reports_every_objective(smoke_run, data_env):
+    out, _ = smoke_run
+    results = pl.read_parquet(out / "results.parquet")
+    assert set(results["objective"]) == SEVEN
+    assert set(results["task"]) == {"rte", "stsb"}
+    assert set(results["checkpoint_fraction"]) == {0.5, 1.0}
+    assert results["value"].is_finite().all()
+    headline = results.filter(pl.col("headline"))
+    assert set(headline["metric"]) == {"accuracy", "spearman"}
+    assert (results["train_examples"] == 128).all()
+    runs = pl.read_parquet(out / "runs.parquet")
+    assert (runs["status"] == "done").all()
+    # equal compute: every objective spent the same paper-convention FLOPs, within one step
+    flops = runs["flops_paper"]
+    assert flops.max() / flops.min() < 1.1
+    metrics = pl.read_parquet(out / "pretrain_metrics.parquet")
+    assert {"gen_mlm_acc", "disc_acc", "disc_recall", "replaced_frac"} <= set(metrics.columns)
+    report = ablate(["report", str(out)], data_env)
+    assert report.returncode == 0, report.stderr
+    for name in (
+        "report.md",
+        "glue_vs_flops.png",
+        "glue_vs_flops.svg",
+        "glue_tasks_vs_flops.png",
+        "pretrain_curves.svg",
+    ):
+        assert (out / "report" / name).stat().st_size > 0, name
+    text = (out / "report" / "report.md").read_text()
+    assert "capped at 128" in text and "electra" in text
+
+
+def test_rerunning_a_finished_study_does_no_training(smoke_run, data_env):
+    out, first_duration = smoke_run
+    before = comparable(out)
+    started = time.perf_counter()
+    result = ablate(["run", str(SMOKE), "--out", str(out)], data_env)
+    assert result.returncode == 0, result.stderr
+    assert "running" not in result.stdout and "fine-tune" not in result.stdout
+    assert comparable(out).equals(before)
+    assert time.perf_counter() - started < first_duration / 2
+
+
+def test_a_study_killed_mid_way_resumes_to_the_same_results(smoke_run, data_env, tmp_path):
+    out, _ = smoke_run
+    resumed = tmp_path / "resumed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "electra_ablate", "run", str(SMOKE), "--out", str(resumed)],
+        env=data_env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.time() + 600
+    # kill once some, but not all, pre-training runs have finished
+    while time.time() < deadline and len(list(resumed.glob("pretrain/*/done.json"))) < 3:
+        time.sleep(0.05)
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert len(list(resumed.glob("pretrain/*/done.json"))) < len(SEVEN)
+    result = ablate(["run", str(SMOKE), "--out", str(resumed)], data_env)
+    assert result.returncode == 0, result.stderr
+    assert "finished earlier" in result.stdout
+    assert comparable(resumed).drop("study").equals(comparable(out).drop("study"))
+
+
+def test_editing_one_objective_reruns_only_that_objective(smoke_run, data_env, tmp_path):
+    out, _ = smoke_run
+    spec = yaml.safe_load(SMOKE.read_text())
+    spec["objectives"] = [o for o in spec["objectives"] if o["name"] in ("electra", "bert_mlm")]
+    # BERT's params change; ELECTRA's do not (and it sets the budget: `steps_of: electra`)
+    spec["objectives"][0]["params"] = {"mask_token_prob": 0.7, "random_token_prob": 0.15}
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(yaml.safe_dump(spec))
+    result = ablate(["run", str(edited), "--out", str(out)], data_env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert any(x.startswith("pre-train electra ") and "finished earlier" in x for x in lines)
+    assert any(x.startswith("pre-train bert_mlm ") and "running" in x for x in lines)
+
+
+def test_an_installed_plugin_objective_runs_in_a_study(data_env, tmp_path):
+    if "random_rtd" not in {ep.name for ep in entry_points(group="electra_ablate.objectives")}:
+        pytest.skip("examples/random_rtd_plugin is not installed (CI installs it)")
+    spec = yaml.safe_load(SMOKE.read_text())
+    spec["objectives"] = [{"name": "random_rtd"}, {"name": "electra"}]
+    spec["finetune"]["tasks"] = ["rte"]
+    path = tmp_path / "plugin.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert run_cli(["validate", str(path)]) == 0
+    result = ablate(["run", str(path), "--out", str(tmp_path / "out")], data_env)
+    assert result.returncode == 0, result.stderr
+    runs = pl.read_parquet(tmp_path / "out" / "runs.parquet")
+    assert set(runs["objective"]) == {"random_rtd", "electra"}
+    assert (runs["status"] == "done").all()
+
+
+def test_bad_input_is_one_line_and_exit_2(data_env, tmp_path):
+    missing = ablate(["run", str(tmp_path / "nope.yaml")], data_env)
+    assert missing.returncode == 2 and "spec file not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    spec = yaml.safe_load(SMOKE.read_text())
+    spec["finetune"]["tasks"] = ["qqp"]
+    path = tmp_path / "qqp.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = ablate(["run", str(path), "--out", str(tmp_path / "o")], data_env)
+    assert result.returncode == 2 and "qqp" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "o" / "pretrain").exists(), "must fail before spending compute"
