@@ -35,7 +35,7 @@ PRETRAIN_ID_COLUMNS = frozenset(
     }
 )
 # Logged, but they describe the machine or the schedule rather than what the model learned.
-NOT_A_CURVE = frozenset({"tokens_per_s", "lr"})
+NOT_A_CURVE = frozenset({"tokens_per_s", "lr", "stage", "wall_s", "elapsed_s"})
 
 FLOPS_LABEL = "pre-training FLOPs (paper convention)"
 PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.2

@@ -46,9 +46,14 @@ PRETRAIN_METRICS_FILE = "pretrain_metrics.parquet"
 NO_VALUE = "—"
 
 
-def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
-    """Write ``report.md`` and its figures into ``out_dir`` (default ``run_dir/report``)."""
+def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None = None) -> Path:
+    """Write ``report.md`` and its figures into ``out_dir`` (default ``run_dir/report``).
+
+    ``notes`` is a markdown file of the author's reading of the results; it goes in as its own
+    section after the final-budget tables, so regenerating the report never loses it.
+    """
     run_dir = Path(run_dir)
+    discussion = _read_notes(notes) if notes is not None else None
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
     results = read_results(run_dir)
     study = _read_study(run_dir)
@@ -76,6 +81,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     sections = [
         _header(study, run_dir, results, final),
         _final_section(results, glue, tasks, labels, final),
+        *([discussion] if discussion else []),
         _checkpoint_section(glue, tasks, labels, final),
         _curves_section(has_curves),
         _runs_section(runs, labels),
@@ -84,6 +90,14 @@ def write_report(run_dir: Path, out_dir: Path | None = None) -> Path:
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
+
+
+def _read_notes(path: Path) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise AblateError(f"cannot read notes {path}: {exc.strerror or exc}") from None
+    return text if text.startswith("#") else f"## Discussion\n\n{text}"
 
 
 def _read_study(run_dir: Path) -> dict[str, Any]:

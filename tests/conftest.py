@@ -12,8 +12,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
-@pytest.fixture
-def shared_data() -> Path:
+def _shared_data_root() -> Path:
     """The real data folder (``$ABLATE_DATA_DIR`` or the repo's sibling ``../shared/data``)."""
     root = Path(
         os.environ.get("ABLATE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -23,12 +22,12 @@ def shared_data() -> Path:
     return root
 
 
+@pytest.fixture
+def shared_data() -> Path:
+    return _shared_data_root()
+
+
 @pytest.fixture(scope="session")
 def shared_data_dir() -> Path:
     """Session-scoped twin of ``shared_data`` for expensive module-scoped fixtures."""
-    root = Path(
-        os.environ.get("ABLATE_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data"
-    )
-    if not (root / "corpus").is_dir() or not (root / "glue").is_dir():
-        pytest.skip(f"real data not found at {root} (set ABLATE_DATA_DIR)")
-    return root
+    return _shared_data_root()

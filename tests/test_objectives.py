@@ -9,6 +9,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 import torch.nn.functional as F
+from objective_names import BUILT_IN
 
 import electra_ablate.components as components
 from electra_ablate.components import rtd_loss
@@ -20,15 +21,7 @@ from objectives.all_tokens_mlm import copy_mixture_log_prob
 SPECIAL = SpecialTokens()
 VOCAB = 120
 CFG = preset("micro").with_overrides(vocab_size=VOCAB, max_seq_len=32)
-NAMES = [
-    "bert_mlm",
-    "replace_mlm",
-    "all_tokens_mlm",
-    "electra_15",
-    "electra",
-    "two_stage",
-    "adversarial",
-]
+NAMES = list(BUILT_IN)
 
 
 def make_batch(seed: int = 0, batch: int = 4, length: int = 32) -> dict[str, torch.Tensor]:

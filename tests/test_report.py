@@ -277,3 +277,16 @@ def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli(), ["report"])
     assert isinstance(result.exception, AblateError)
     assert "no study results under runs/" in str(result.exception)
+
+
+def test_notes_go_in_as_a_discussion_after_the_final_tables(study_dir, tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("The ordering holds, but the gaps are within the seed spread.\n")
+    text = write_report(study_dir, tmp_path / "r", notes).read_text(encoding="utf-8")
+    discussion = text.index("## Discussion\n\nThe ordering holds, but the gaps")
+    assert text.index("**Measured ordering**") < discussion
+    result = CliRunner().invoke(
+        cli(), ["report", str(study_dir), "--out", str(tmp_path / "r2"), "--notes", "missing.md"]
+    )
+    assert isinstance(result.exception, AblateError)
+    assert str(result.exception).startswith("cannot read notes missing.md")

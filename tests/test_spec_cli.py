@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from objective_names import BUILT_IN
 
 from electra_ablate.cli import run_cli
 from electra_ablate.errors import SpecError
@@ -133,15 +134,7 @@ def test_unreadable_spec_files_exit_2(tmp_path, capsys, content, message):
 def test_objectives_json_lists_the_seven_with_params(capsys):
     assert run_cli(["objectives", "--json"]) == 0
     listing = {o["name"]: o for o in json.loads(capsys.readouterr().out)}
-    assert {
-        "bert_mlm",
-        "replace_mlm",
-        "all_tokens_mlm",
-        "electra_15",
-        "electra",
-        "two_stage",
-        "adversarial",
-    } <= set(listing)
+    assert set(BUILT_IN) <= set(listing)
     electra_params = {p["name"]: p["default"] for p in listing["electra"]["params"]}
     assert electra_params["disc_weight"] == 50.0 and electra_params["generator_size"] == 0.25
     assert electra_params["mask_rate"] == 0.15 and electra_params["tying"] == "embeddings"

@@ -15,20 +15,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from objective_names import BUILT_IN
 
 from electra_ablate.cli import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
 SMOKE = ROOT / "studies" / "smoke.yaml"
-SEVEN = {
-    "bert_mlm",
-    "replace_mlm",
-    "all_tokens_mlm",
-    "electra_15",
-    "electra",
-    "two_stage",
-    "adversarial",
-}
+SEVEN = set(BUILT_IN)
 pytestmark = pytest.mark.slow
 
 

@@ -4,6 +4,6 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from electra_ablate.commands import data, finetune, flops, report, run
+from electra_ablate.commands import data, export, finetune, flops, report, run
 
-COMMAND_MODULES: list[ModuleType] = [run, report, finetune, data, flops]
+COMMAND_MODULES: list[ModuleType] = [run, report, finetune, export, data, flops]

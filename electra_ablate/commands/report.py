@@ -32,7 +32,10 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(
             None, "--out", "-o", help="output folder (default: DIR/report)"
         ),
+        notes: Path | None = typer.Option(
+            None, "--notes", help="markdown file with your discussion, included as a section"
+        ),
     ) -> None:
         """Write report.md with GLUE-vs-FLOPs plots, per-task tables and the paper's numbers."""
         directory = run_dir if run_dir is not None else latest_study_dir()
-        typer.echo(str(write_report(directory, out)))
+        typer.echo(str(write_report(directory, out, notes)))
