@@ -119,3 +119,26 @@ def test_glue_defaults_to_the_data_dir_variable_and_says_so_when_unset(setup, mo
     env = {"ABLATE_DATA_DIR": str(setup)}
     ok = invoke(str(setup / "kept"), "--tasks", "rte", "--cap", "20", "--epochs", "1", env=env)
     assert ok.exit_code == 0, ok.output
+
+
+def test_per_task_caps_and_the_from_scratch_baseline(setup):
+    glue = ["--glue", str(setup / "glue"), "--epochs", "1", "--json"]
+    caps = ["--tasks", "rte,stsb", "--cap", "rte=20,stsb=30"]
+    pretrained = json.loads(invoke(str(setup / "kept"), *caps, *glue).stdout)
+    assert pretrained["tasks"]["rte"]["train_examples"] == 20
+    assert pretrained["tasks"]["stsb"]["train_examples"] == 30
+    assert pretrained["from_scratch"] is False
+    scratch = invoke(str(setup / "kept"), *caps, *glue, "--from-scratch")
+    assert scratch.exit_code == 0, scratch.output
+    scratch_report = json.loads(scratch.stdout)
+    assert scratch_report["from_scratch"] is True
+
+    # fresh weights give other predictions than the checkpoint's, and the same ones every time
+    def metrics(report):
+        return {task: t["metrics"] for task, t in report["tasks"].items()}
+
+    assert metrics(scratch_report) != metrics(pretrained)
+    again = json.loads(invoke(str(setup / "kept"), *caps, *glue, "--from-scratch").stdout)
+    assert metrics(again) == metrics(scratch_report)
+    bad = invoke(str(setup / "kept"), "--tasks", "rte", "--cap", "rte=many", *glue)
+    assert isinstance(bad.exception, AblateError) and "--cap 'rte=many'" in str(bad.exception)

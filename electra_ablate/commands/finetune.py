@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from electra_ablate.errors import AblateError
 from electra_ablate.finetune import FinetuneRecipe, finetune_task, supported_max_len
 from electra_ablate.kept import LoadedKept, load_kept
 from electra_ablate.metrics import glue_score, headline_metric, summarise_seeds
+from electra_ablate.model import init_weights
 
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
 RUN_FIELDS = ("train_examples", "epochs", "train_seconds", "wall_seconds")
@@ -38,13 +40,20 @@ def register(app: typer.Typer) -> None:
         glue: str | None = typer.Option(
             None, "--glue", help="GLUE folder or 'hub' [default: $ABLATE_DATA_DIR/glue]"
         ),
-        cap: int | None = typer.Option(None, "--cap", min=1, help="max training examples/task"),
+        cap: str | None = typer.Option(
+            None, "--cap", help="max training examples: N for every task, or cola=N,sst2=M,..."
+        ),
         epochs: int | None = typer.Option(
             None, "--epochs", min=1, help="epochs for every task (replaces RTE/STS-B's 10)"
         ),
         lr: float | None = typer.Option(None, "--lr", help="peak learning rate"),
         device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+        from_scratch: bool = typer.Option(
+            False,
+            "--from-scratch",
+            help="re-initialise the encoder first: the no-pre-training baseline",
+        ),
     ) -> None:
         """Fine-tune a kept model on GLUE tasks and print the median over seeds."""
         recipe = _recipe(cap, epochs, lr, _split(tasks))
@@ -55,6 +64,7 @@ def register(app: typer.Typer) -> None:
             _glue_source(glue),
             recipe,
             _device(device),
+            from_scratch,
         )
         if as_json:
             typer.echo(json.dumps(report, indent=2))
@@ -69,9 +79,19 @@ def finetune_checkpoint(
     glue: str,
     recipe: FinetuneRecipe,
     device: str,
+    from_scratch: bool = False,
 ) -> dict[str, Any]:
-    """Every task x seed fine-tune of one checkpoint, summarised per task and metric."""
+    """Every task x seed fine-tune of one checkpoint, summarised per task and metric.
+
+    ``from_scratch`` keeps the checkpoint's architecture and tokenizer but draws fresh weights
+    (seeded), so the same command measures what pre-training bought over none.
+    """
     kept = load_kept(checkpoint)
+    if from_scratch:
+        torch.manual_seed(0)
+        std = kept.model.encoder.cfg.initializer_range
+        kept.model.encoder.apply(partial(init_weights, std=std))
+        kept.model.head.apply(partial(init_weights, std=std))
     if not (kept.tokenizer_dir / "tokenizer.json").is_file():
         raise AblateError(f"checkpoint {checkpoint} has no tokenizer.json to encode GLUE with")
     max_len = supported_max_len(recipe, kept.model.encoder.cfg)
@@ -92,6 +112,7 @@ def finetune_checkpoint(
         "glue": glue,
         "seeds": seeds,
         "device": device,
+        "from_scratch": from_scratch,
         "recipe": recipe.model_dump(),
         "tasks": per_task,
         "glue_score": glue_score(headlines) if set(headlines) - {"wnli"} else None,
@@ -187,12 +208,23 @@ def _glue_source(glue: str | None) -> str:
     return str(Path(data_dir) / "glue")
 
 
+def _caps(raw: str, tasks: list[str]) -> dict[str, int]:
+    """``--cap 1000`` caps every task; ``--cap sst2=2000,cola=1000`` caps the tasks named."""
+    try:
+        if "=" not in raw:
+            return {task: int(raw) for task in tasks}
+        pairs = (item.split("=", 1) for item in _split(raw))
+        return {task.strip(): int(n) for task, n in pairs}
+    except ValueError:
+        raise AblateError(f"--cap {raw!r}: give N or task=N,task=N with whole numbers") from None
+
+
 def _recipe(
-    cap: int | None, epochs: int | None, lr: float | None, tasks: list[str]
+    cap: str | None, epochs: int | None, lr: float | None, tasks: list[str]
 ) -> FinetuneRecipe:
     overrides: dict[str, Any] = {}
     if cap is not None:
-        overrides["train_caps"] = {task: cap for task in tasks}
+        overrides["train_caps"] = _caps(cap, tasks)
     if epochs is not None:
         overrides |= {"epochs": epochs, "task_epochs": {}}
     if lr is not None:
