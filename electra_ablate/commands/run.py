@@ -18,6 +18,12 @@ def register(app: typer.Typer) -> None:
         out: Path | None = typer.Option(None, "--out", help="output dir (default runs/<name>)"),
         device: str | None = typer.Option(None, "--device", help="auto | cpu | cuda"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the plan, train nothing"),
+        workers: int = typer.Option(
+            1,
+            "--workers",
+            min=1,
+            help="processes sharing the runs (CPU: 2 on 2 cores is ~1.6x faster than 1)",
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write DIR/results.parquet. Re-running skips finished work and resumes the rest."""
@@ -57,10 +63,10 @@ def register(app: typer.Typer) -> None:
             total = sum(r["est_pretrain_min"] for r in rows if r["status"] != "done")
             n_jobs = len(spec.finetune.tasks) * len(spec.finetune.seeds)
             typer.echo(
-                f"pre-training still to do: about {total:.0f} min on this machine; then "
-                f"{n_jobs} fine-tunes per checkpoint"
+                f"pre-training still to do: about {total:.0f} min on this machine in one "
+                f"process; then {n_jobs} fine-tunes per checkpoint"
             )
             return
-        ok = run_study(spec, spec_path, out_dir, device)
+        ok = run_study(spec, spec_path, out_dir, device, workers=workers)
         if not ok:
             raise typer.Exit(1)
