@@ -71,6 +71,11 @@ class PretrainSpec(Strict):
     )
     num_threads: int | None = Field(None, gt=0)
     compile: bool = Field(False, description="torch.compile (opt-in: slow to compile on CPU)")
+    init_output_bias: bool = Field(
+        True,
+        description="start output biases at the data's priors (log token frequencies, base "
+        "replaced rate) instead of zero; see Objective.init_output_biases",
+    )
 
 
 class ObjectiveEntry(Strict):

@@ -27,11 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import polars as pl
 import torch
 
 from electra_ablate.config import BackboneConfig
-from electra_ablate.data.batches import PackedBatches
+from electra_ablate.data.batches import PackedBatches, column_matrix
 from electra_ablate.data.glue import GLUE_TASKS, encode_glue, load_glue_task
 from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
 from electra_ablate.engine import Distributed, RunPlan, Trainer, kept_dir, plan_run
@@ -40,7 +41,7 @@ from electra_ablate.finetune import FinetuneRecipe, as_examples, finetune_task, 
 from electra_ablate.flops import training_flops
 from electra_ablate.kept import load_kept
 from electra_ablate.metrics import headline_metric
-from electra_ablate.objective import Objective, build_objective
+from electra_ablate.objective import Objective, OutputPriors, build_objective
 from electra_ablate.results import write_table
 from electra_ablate.spec import ObjectiveEntry, StudySpec
 from electra_ablate.storage import atomic_write_text
@@ -56,6 +57,13 @@ def data_fingerprint(data: PretrainingData) -> str:
     """Identity of tokenizer and packed corpus; timings excluded (a rebuild is the same data)."""
     summary = {k: v for k, v in data.summary.items() if k != "seconds"}
     return config_hash({"tokenizer": data.tokenizer_dir.name, "packed": summary})
+
+
+def token_priors(data: PretrainingData) -> OutputPriors:
+    """Token frequencies of the packed training set, for the objectives' output biases."""
+    ids = column_matrix(data.train, "input_ids").ravel()
+    counts = torch.from_numpy(np.bincount(ids, minlength=data.vocab_size)[: data.vocab_size])
+    return OutputPriors.from_counts(counts, data.special)
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -97,6 +105,7 @@ class Study:
         self.data: PretrainingData | None = None
         self.glue: dict[str, Any] = {}
         self.backbone: BackboneConfig | None = None
+        self.priors: OutputPriors | None = None
 
     # ---------------------------------------------------------------- plan
     def prepare(self, progress: bool = False) -> list[RunUnit]:
@@ -106,6 +115,7 @@ class Study:
             spec.data, seq_len, spec_dir=spec.spec_dir, progress=progress
         )
         self.backbone = spec.backbone_config(vocab_size=self.data.vocab_size)
+        self.priors = token_priors(self.data)
         for task in spec.finetune.tasks:  # a missing task fails now, before any compute is spent
             self.encoded_task(task)
         budget = self.budget_flops()
@@ -117,7 +127,10 @@ class Study:
 
     def build(self, entry: ObjectiveEntry, seed: int) -> Objective:
         torch.manual_seed(seed)
-        return build_objective(entry.name, self.backbone, entry.params, self.data.special)
+        objective = build_objective(entry.name, self.backbone, entry.params, self.data.special)
+        if self.spec.pretrain.init_output_bias:
+            objective.init_output_biases(self.priors)
+        return objective
 
     def budget_flops(self) -> float:
         budget = self.spec.budget
@@ -354,9 +367,21 @@ def _init_worker(
     spec: StudySpec, spec_path: Path, out_dir: Path, device: str, threads: int
 ) -> None:
     global _worker_study
+    _die_with_parent()
     torch.set_num_threads(threads)
     study = Study(spec, spec_path, out_dir, device)
     _worker_study = (study, study.prepare())
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to end this worker when the ``ablate run`` that started it ends, however it
+    ends: an orphan would go on writing into runs that a restarted study is resuming."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _work_on(index: int) -> tuple[int, dict[str, Any]]:

@@ -22,7 +22,15 @@ from electra_ablate.components import (
 )
 from electra_ablate.config import BackboneConfig
 from electra_ablate.model import Encoder, MLMHead, init_weights
-from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, StepOutput
+from electra_ablate.objective import (
+    Batch,
+    KeptModel,
+    ModelPass,
+    Objective,
+    OutputPriors,
+    StepOutput,
+    logit,
+)
 from electra_ablate.tokens import SpecialTokens
 
 
@@ -69,6 +77,12 @@ class AllTokensMLM(Objective):
                 "copy_prob": masked_mean(torch.sigmoid(gate), weights),
             }
         return StepOutput(c.mlm_loss + all_tokens_loss, metrics)
+
+    @torch.no_grad()
+    def init_output_biases(self, priors: OutputPriors) -> None:
+        super().init_output_biases(priors)
+        copy_rate = 1.0 - self.params.mask_rate * (1.0 - priors.unigram_collision)
+        self.copy_gate.bias.fill_(logit(copy_rate))
 
     def kept_model(self) -> KeptModel:
         return KeptModel(self.encoder, "mlm", self.head)

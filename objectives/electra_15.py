@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from electra_ablate.components import Corruption
-from electra_ablate.objective import Batch
+from electra_ablate.objective import Batch, OutputPriors
 from objectives.electra import Electra
 
 
@@ -17,3 +17,6 @@ class Electra15(Electra):
     def rtd_weights(self, batch: Batch, corruption: Corruption) -> torch.Tensor:
         weights = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
         return weights.scatter(1, corruption.slots.positions, corruption.slots.valid)
+
+    def detection_prior(self, priors: OutputPriors) -> float:
+        return 1.0 - priors.unigram_collision  # every scored position was masked
