@@ -111,11 +111,15 @@ def main() -> None:
         print(json.dumps(result))
         return
     print(f"ELECTRA step, {args.preset}, batch {args.batch}, {args.threads} threads in all")
-    print(f"  one process x {args.threads} threads : {one:10,.0f} tokens/s")
-    print(
-        f"  {args.workers} workers x {max(1, args.threads // args.workers)} threads  "
-        f"    : {many:10,.0f} tokens/s   ({many / one:.2f}x)"
-    )
+    sides = {
+        f"one process x {args.threads} threads": f"{one:10,.0f} tokens/s",
+        f"{args.workers} workers x {max(1, args.threads // args.workers)} threads": (
+            f"{many:10,.0f} tokens/s   ({many / one:.2f}x)"
+        ),
+    }
+    width = max(map(len, sides))
+    for side, rate in sides.items():
+        print(f"  {side:<{width}} : {rate}")
 
 
 if __name__ == "__main__":
