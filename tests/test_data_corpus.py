@@ -111,6 +111,19 @@ def test_folder_of_plain_and_gzipped_files(tmp_path: Path):
     assert len(list(limited.documents())) == 1
 
 
+def test_folder_reached_through_dotted_parts_is_read(tmp_path: Path):
+    """Only names *inside* the folder count as hidden: the README's `$PWD/../shared/data` and a
+    checkout under a dot-folder (e.g. ~/.cache) must still find the corpus."""
+    corpus = tmp_path / ".cache" / "corpus"
+    (corpus / ".git").mkdir(parents=True)
+    (corpus / "a_wiki.txt").write_text(WIKI)
+    (corpus / ".git" / "config").write_text("never read")
+    (tmp_path / "main").mkdir()
+    dotted = tmp_path / "main" / ".." / ".cache" / "corpus"
+    source = corpus_source(CorpusSpec(paths=[str(dotted)]))
+    assert [p.name for p in source.files] == ["a_wiki.txt"]
+
+
 def test_fingerprint_follows_contents_not_dates(tmp_path: Path):
     path = tmp_path / "c.txt"
     path.write_text("one two three")

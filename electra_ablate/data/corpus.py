@@ -152,7 +152,8 @@ def corpus_source(spec: CorpusSpec, spec_dir: Path | None = None) -> CorpusSourc
             found = sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.parts)
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
         else:
             found = sorted(Path(p) for p in glob.glob(str(path), recursive=True))
