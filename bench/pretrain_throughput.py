@@ -38,7 +38,7 @@ from electra_ablate.export import hf_config
 from electra_ablate.flops import objective_flops
 from electra_ablate.objective import build_objective
 from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import SpecialTokens, Vocab
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -57,7 +57,8 @@ class Contender:
 
 
 def ours(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
-    objective = build_objective("electra", cfg, {}, SpecialTokens()).to(device).train()
+    vocab = Vocab.uniform(cfg.vocab_size)
+    objective = build_objective("electra", cfg, {}, vocab).to(device).train()
     optimizer = make_optimizer(objective, SPEC)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)

@@ -30,7 +30,7 @@ from electra_ablate.config import preset
 from electra_ablate.engine import make_optimizer
 from electra_ablate.objective import build_objective
 from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import Vocab
 
 
 def child(args: argparse.Namespace) -> None:
@@ -38,7 +38,7 @@ def child(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     cfg = preset(args.preset).with_overrides(vocab_size=args.vocab)
-    objective = build_objective("electra", cfg, {}, SpecialTokens()).train()
+    objective = build_objective("electra", cfg, {}, Vocab.uniform(cfg.vocab_size)).train()
     spec = PretrainSpec()
     optimizer = make_optimizer(objective, spec)
     params = [p for group in optimizer.param_groups for p in group["params"]]

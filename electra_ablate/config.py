@@ -8,6 +8,7 @@ tests and CI; ``tiny`` is sized for CPU studies (about 7-8k tokens/s for a full 
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -29,6 +30,11 @@ class BackboneConfig(BaseModel):
     attention_dropout: float = Field(0.1, ge=0.0, lt=1.0)
     layer_norm_eps: float = Field(1e-12, gt=0.0)
     initializer_range: float = Field(0.02, gt=0.0)
+    layer_norm: Literal["post", "pre"] = Field(
+        "post",
+        description="post: LN after each residual add, as BERT and ELECTRA (the paper); pre: LN "
+        "before each sublayer plus a final LN, a deviation that trains faster at small scale",
+    )
 
     @model_validator(mode="after")
     def _heads_divide_hidden(self) -> BackboneConfig:

@@ -87,10 +87,16 @@ def plan_run(
     stage_flops = tuple(
         {c: per_convention[c][i][1] for c in CONVENTIONS} for i in range(len(stages))
     )
-    stage_steps = tuple(
-        max(1, round(budget_flops * stage.fraction / flops[convention]))
-        for stage, flops in zip(stages, stage_flops, strict=True)
-    )
+    if objective.stage_split() == "steps":  # n_i = fraction_i * N, with sum n_i f_i = budget
+        pairs = zip(stages, stage_flops, strict=True)
+        mean_step = sum(s.fraction * f[convention] for s, f in pairs)
+        total = budget_flops / mean_step
+        stage_steps = tuple(max(1, round(s.fraction * total)) for s in stages)
+    else:  # n_i f_i = fraction_i * budget
+        stage_steps = tuple(
+            max(1, round(budget_flops * stage.fraction / flops[convention]))
+            for stage, flops in zip(stages, stage_flops, strict=True)
+        )
     plan = RunPlan(stage_steps, stage_flops, ())
     total = plan.flops_at(plan.total_steps)[convention]
     cumulative = [plan.flops_at(s)[convention] for s in range(plan.total_steps + 1)]

@@ -34,3 +34,11 @@ class TrainingDiverged(AblateError):
     """A loss became NaN/inf; the run stops and keeps its last good checkpoint."""
 
     exit_code = 3
+
+
+def did_you_mean(name: str, choices: object) -> str:
+    """`` (did you mean 'x'?)`` when a choice is close to ``name``, else an empty string."""
+    import difflib
+
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""

@@ -173,6 +173,11 @@ def export_hf(kept_dir: Path, out_dir: Path) -> Path:
                 f"({', '.join(foreign[:3])}); choose an empty or new --out"
             )
     cfg = loaded.model.encoder.cfg
+    if cfg.layer_norm != "post":
+        raise AblateError(
+            f"cannot export {kept_dir}: it is a pre-LN encoder, and Hugging Face ELECTRA is "
+            "post-LN only (export needs backbone layer_norm: post)"
+        )
     tok_config = tokenizer_config(loaded.tokenizer_dir / "tokenizer.json", cfg.max_seq_len)
     vocab_lines = (loaded.tokenizer_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
     if len(vocab_lines) > cfg.vocab_size:

@@ -107,9 +107,12 @@ def stage_step_flops(
 def training_flops(
     objective: Objective, seq_len: int, batch_size: int, steps: int, convention: Convention
 ) -> float:
-    """FLOPs of ``steps`` training steps, the steps split between stages by their fractions."""
+    """FLOPs of ``steps`` training steps: each stage gets ``fraction`` of the steps, or (split
+    by FLOPs) of the FLOPs that the steps cost at the stages' average price."""
     priced = stage_step_flops(objective, seq_len, batch_size, convention)
-    return steps * sum(stage.fraction * flops for stage, flops in priced)
+    if objective.stage_split() == "steps":
+        return steps * sum(stage.fraction * flops for stage, flops in priced)
+    return steps / sum(stage.fraction / flops for stage, flops in priced)
 
 
 def encoder_forward_flops(config: BackboneConfig, seq_len: int, convention: Convention) -> float:
@@ -120,6 +123,8 @@ def encoder_forward_flops(config: BackboneConfig, seq_len: int, convention: Conv
     if e != h:
         per_token += _dense(e, h, paper)
     per_token += config.num_layers * _block_flops(config, seq_len, paper)
+    if paper and config.layer_norm == "pre":
+        per_token += LAYER_NORM * h  # the final LayerNorm after the last block
     return float(seq_len * per_token)
 
 

@@ -1,19 +1,33 @@
-"""The objective interface and the entry-point registry.
+"""The objective contract and the entry-point registry: everything a plugin author needs, here.
 
 An objective is an ``nn.Module`` that owns every model it trains (generator, discriminator,
 heads) and turns a batch of packed token ids into a loss plus metrics. The engine only ever
 talks to this interface: it never knows which objective it runs. Objectives are discovered
 through the ``electra_ablate.objectives`` entry-point group, the same door a third-party
-package uses.
+package uses. ``ablate check NAME`` (``electra_ablate.testing``) verifies the contract.
+
+The contract, in full:
+
+- ``name``, ``description`` and ``Params`` (a pydantic model: the objective's typed knobs).
+- ``__init__(backbone, params, vocab)``: build every module; no data is seen yet.
+- ``forward(batch) -> StepOutput``: a finite scalar loss and detached scalar metrics.
+- ``kept_model() -> KeptModel``: the encoder (and pre-training head) that fine-tuning and
+  export take, with its role, one of ``KEPT_ROLES``.
+- ``flops_plan(seq_len) -> list[ModelPass]``: the encoder passes one sequence costs in a
+  training step of the current stage; each pass's head is one of ``HEAD_KINDS``.
+- Optional: ``stages()`` and ``enter_stage(i)`` for staged training (the budget is split between
+  stages by FLOPs or by steps, ``stage_split()``); ``output_priors()`` for the opt-in
+  initialisation of output biases at the data's priors.
 """
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, get_args
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -21,13 +35,31 @@ from torch import nn
 
 from electra_ablate.config import BackboneConfig
 from electra_ablate.errors import AblateError
-from electra_ablate.model import Encoder, MLMHead, TokenBinaryHead
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.model import Encoder
+from electra_ablate.tokens import SpecialTokens, Vocab
 
 ENTRY_POINT_GROUP = "electra_ablate.objectives"
 
 Batch = dict[str, torch.Tensor]
 """``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch."""
+
+HeadKind = Literal["mlm", "binary", "copy_mlm", "none"]
+"""Heads the FLOPs model prices: ``mlm`` a vocabulary softmax at the predicted positions only,
+``binary`` the discriminator's per-token logit, ``copy_mlm`` the All-Tokens MLM head
+(vocabulary softmax plus a copy gate), ``none`` no head."""
+HEAD_KINDS: tuple[str, ...] = get_args(HeadKind)
+
+KeptRole = Literal["discriminator", "mlm"]
+"""What the kept head is: fine-tuning drops it, export writes ``ElectraForPreTraining`` for a
+discriminator and ``ElectraForMaskedLM`` for an MLM encoder."""
+KEPT_ROLES: tuple[str, ...] = get_args(KeptRole)
+
+PriorKind = Literal["mlm", "generator", "detection"]
+"""Output layers that ``pretrain.prior_bias`` can start at the data's priors: the main model's
+MLM heads, a generator's MLM head, and binary heads (replaced-token detection, copy gates)."""
+PRIOR_KINDS: tuple[str, ...] = get_args(PriorKind)
+
+StageSplit = Literal["flops", "steps"]
 
 
 class ObjectiveParams(BaseModel):
@@ -49,7 +81,7 @@ class StepOutput:
 
 @dataclass(frozen=True)
 class Stage:
-    """A slice of the FLOPs budget trained with its own optimizer and schedule."""
+    """A fraction of the budget trained with its own optimizer and schedule."""
 
     name: str
     fraction: float
@@ -59,16 +91,18 @@ class Stage:
 class ModelPass:
     """One encoder pass per sequence in a training step, as the FLOPs model sees it.
 
-    ``head`` runs at ``predicted`` positions per sequence: ``mlm`` is a vocabulary softmax (only
-    at predicted positions), ``binary`` the discriminator's per-token logit, ``copy_mlm`` the
-    All-Tokens MLM head (vocabulary softmax plus a copy gate), ``none`` no head. A pass that is
-    not ``trained`` (a frozen generator) costs a forward pass only.
+    ``head`` runs at ``predicted`` positions per sequence. A pass that is not ``trained`` (a
+    frozen generator) costs a forward pass only.
     """
 
     config: BackboneConfig
-    head: Literal["mlm", "binary", "copy_mlm", "none"]
+    head: HeadKind
     predicted: int
     trained: bool = True
+
+    def __post_init__(self) -> None:
+        if self.head not in HEAD_KINDS:
+            raise ValueError(f"ModelPass head {self.head!r} is not one of {HEAD_KINDS}")
 
 
 @dataclass
@@ -76,35 +110,21 @@ class KeptModel:
     """What fine-tuning and export take from a pre-trained objective."""
 
     encoder: Encoder
-    role: Literal["discriminator", "mlm"]
+    role: KeptRole
     head: nn.Module
+
+    def __post_init__(self) -> None:
+        if self.role not in KEPT_ROLES:
+            raise ValueError(f"KeptModel role {self.role!r} is not one of {KEPT_ROLES}")
 
 
 @dataclass(frozen=True)
-class OutputPriors:
-    """What an output layer should predict before it has learnt anything from context.
+class OutputPrior:
+    """An output bias and the value it takes under the opt-in prior initialisation."""
 
-    ``token_probs`` is the training data's token distribution over the vocabulary (add-one
-    smoothed, special tokens counted out), i.e. what a frequency-only MLM predicts.
-    """
-
-    token_probs: torch.Tensor
-
-    @classmethod
-    def from_counts(cls, counts: torch.Tensor, special: SpecialTokens) -> OutputPriors:
-        counts = counts.double().clone()
-        counts[list(special.ids)] = 0.0
-        smoothed = counts + 1.0
-        return cls((smoothed / smoothed.sum()).float())
-
-    @property
-    def log_probs(self) -> torch.Tensor:
-        return self.token_probs.log()
-
-    @property
-    def unigram_collision(self) -> float:
-        """Chance that a frequency-only sample equals the original token (sum of p^2)."""
-        return float((self.token_probs.double() ** 2).sum())
+    kind: PriorKind
+    bias: nn.Parameter
+    value: torch.Tensor | float
 
 
 def logit(p: float) -> float:
@@ -113,23 +133,22 @@ def logit(p: float) -> float:
 
 
 class Objective(nn.Module):
-    """Base class of every pre-training objective.
-
-    Subclasses set ``name``, ``description`` and ``Params``, build their modules in
-    ``__init__`` and implement ``forward``, ``kept_model`` and ``flops_plan``. Staged objectives
-    override ``stages`` and ``enter_stage``.
-    """
+    """Base class of every pre-training objective (see the module docstring for the contract)."""
 
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[ObjectiveParams]] = ObjectiveParams
 
-    def __init__(self, backbone: BackboneConfig, params: ObjectiveParams, special: SpecialTokens):
+    def __init__(self, backbone: BackboneConfig, params: ObjectiveParams, vocab: Vocab):
         super().__init__()
         self.backbone = backbone
         self.params = params
-        self.special = special
+        self.vocab = copy.deepcopy(vocab)  # its buffers follow this objective's device
         self.stage_index = 0
+
+    @property
+    def special(self) -> SpecialTokens:
+        return self.vocab.special
 
     def forward(self, batch: Batch) -> StepOutput:  # pragma: no cover - interface
         raise NotImplementedError
@@ -145,6 +164,10 @@ class Objective(nn.Module):
     def stages(self) -> list[Stage]:
         return [Stage("main", 1.0)]
 
+    def stage_split(self) -> StageSplit:
+        """How ``Stage.fraction`` divides the budget: by pre-training FLOPs, or by steps."""
+        return "flops"
+
     def enter_stage(self, index: int) -> None:
         """Called by the engine before training (or resuming) stage ``index``."""
         self.stage_index = index
@@ -153,30 +176,29 @@ class Objective(nn.Module):
         """Named parameters the current stage's optimizer updates (shared ones listed once)."""
         return ((n, p) for n, p in self.named_parameters() if p.requires_grad)
 
-    def detection_prior(self, priors: OutputPriors) -> float:
-        """P("replaced") over the positions that carry the detection loss, while the generator
-        is still frequency-only: masked (``mask_rate``) and sampled as another token."""
-        return self.params.mask_rate * (1.0 - priors.unigram_collision)
+    def output_priors(self) -> list[OutputPrior]:
+        """Output biases that may start at the data's priors instead of zero (opt-in)."""
+        return []
 
-    @torch.no_grad()
-    def init_output_biases(self, priors: OutputPriors) -> None:
-        """Start every output layer at the prior of what it predicts instead of at zero.
 
-        With zero biases, the fastest way for a post-LN encoder to fit a base rate (15%
-        replaced, or the unigram distribution) is to push every token's state along one shared
-        direction; LayerNorm then squeezes out what tells tokens apart, layer after layer, and
-        the gradients that would learn from context vanish. Measured on ``tiny``: the spread of
-        token states across a batch falls from 0.64 to 1.5e-4 over four layers within 60 steps,
-        and a discriminator stays at its prior (precision 0) for thousands of steps. With the
-        prior in the bias there is nothing left to fit that way. MLM heads get the log token
-        frequencies, detection heads ``logit(detection_prior)``; objectives with other output
-        layers extend this.
-        """
-        for module in self.modules():
-            if isinstance(module, MLMHead):
-                module.bias.copy_(priors.log_probs)
-            elif isinstance(module, TokenBinaryHead):
-                module.logit.bias.fill_(logit(self.detection_prior(priors)))
+@torch.no_grad()
+def init_output_biases(objective: Objective, kinds: Collection[str]) -> list[str]:
+    """Start the output biases of the given kinds at their priors; returns the kinds it set.
+
+    The original ELECTRA code starts every bias at zero, and an untrained generator then samples
+    almost uniformly: the start of the curriculum the paper's joint training relies on. Priors
+    (log token frequencies, the base rate of replaced tokens) are a deviation, offered because
+    a post-LN encoder otherwise first fits those base rates with shared state directions.
+    """
+    done = []
+    for prior in objective.output_priors():
+        if prior.kind in kinds:
+            if isinstance(prior.value, torch.Tensor):
+                prior.bias.copy_(prior.value)
+            else:
+                prior.bias.fill_(prior.value)
+            done.append(prior.kind)
+    return sorted(set(done))
 
 
 def available_objectives() -> dict[str, type[Objective]]:
@@ -198,12 +220,18 @@ def available_objectives() -> dict[str, type[Objective]]:
 def get_objective(name: str) -> type[Objective]:
     objectives = available_objectives()
     if name not in objectives:
-        raise AblateError(f"unknown objective {name!r}; registered: {', '.join(objectives)}")
+        from electra_ablate.errors import did_you_mean
+
+        raise AblateError(
+            f"unknown objective {name!r}{did_you_mean(name, objectives)}; "
+            f"registered: {', '.join(objectives)}",
+            exit_code=2,
+        )
     return objectives[name]
 
 
 def build_objective(
-    name: str, backbone: BackboneConfig, params: dict[str, Any] | None, special: SpecialTokens
+    name: str, backbone: BackboneConfig, params: dict[str, Any] | None, vocab: Vocab
 ) -> Objective:
     cls = get_objective(name)
-    return cls(backbone, cls.Params.model_validate(params or {}), special)
+    return cls(backbone, cls.Params.model_validate(params or {}), vocab)

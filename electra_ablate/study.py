@@ -41,10 +41,11 @@ from electra_ablate.finetune import FinetuneRecipe, as_examples, finetune_task, 
 from electra_ablate.flops import training_flops
 from electra_ablate.kept import load_kept
 from electra_ablate.metrics import headline_metric
-from electra_ablate.objective import Objective, OutputPriors, build_objective
+from electra_ablate.objective import Objective, build_objective, init_output_biases
 from electra_ablate.results import write_table
 from electra_ablate.spec import ObjectiveEntry, StudySpec
 from electra_ablate.storage import atomic_write_text
+from electra_ablate.tokens import Vocab
 
 NON_METRIC_KEYS = {"train_examples", "epochs", "train_seconds", "wall_seconds"}
 
@@ -59,11 +60,11 @@ def data_fingerprint(data: PretrainingData) -> str:
     return config_hash({"tokenizer": data.tokenizer_dir.name, "packed": summary})
 
 
-def token_priors(data: PretrainingData) -> OutputPriors:
-    """Token frequencies of the packed training set, for the objectives' output biases."""
+def data_vocab(data: PretrainingData) -> Vocab:
+    """Token frequencies of the packed training set: the unigram distribution objectives use."""
     ids = column_matrix(data.train, "input_ids").ravel()
     counts = torch.from_numpy(np.bincount(ids, minlength=data.vocab_size)[: data.vocab_size])
-    return OutputPriors.from_counts(counts, data.special)
+    return Vocab(counts, data.special)
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -105,7 +106,7 @@ class Study:
         self.data: PretrainingData | None = None
         self.glue: dict[str, Any] = {}
         self.backbone: BackboneConfig | None = None
-        self.priors: OutputPriors | None = None
+        self.vocab: Vocab | None = None
 
     # ---------------------------------------------------------------- plan
     def prepare(self, progress: bool = False) -> list[RunUnit]:
@@ -115,7 +116,7 @@ class Study:
             spec.data, seq_len, spec_dir=spec.spec_dir, progress=progress
         )
         self.backbone = spec.backbone_config(vocab_size=self.data.vocab_size)
-        self.priors = token_priors(self.data)
+        self.vocab = data_vocab(self.data)
         for task in spec.finetune.tasks:  # a missing task fails now, before any compute is spent
             self.encoded_task(task)
         budget = self.budget_flops()
@@ -127,9 +128,8 @@ class Study:
 
     def build(self, entry: ObjectiveEntry, seed: int) -> Objective:
         torch.manual_seed(seed)
-        objective = build_objective(entry.name, self.backbone, entry.params, self.data.special)
-        if self.spec.pretrain.init_output_bias:
-            objective.init_output_biases(self.priors)
+        objective = build_objective(entry.name, self.backbone, entry.params, self.vocab)
+        init_output_biases(objective, self.spec.pretrain.prior_bias)
         return objective
 
     def budget_flops(self) -> float:

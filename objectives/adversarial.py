@@ -12,22 +12,30 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
+from pydantic import Field, model_validator
 from torch import nn
 
 from electra_ablate.components import (
+    Discriminator,
+    Generator,
     GeneratorParams,
     build_generator,
-    generator_pass,
     masked_mean,
     non_pad,
-    rtd_metrics,
     without_special,
 )
 from electra_ablate.config import BackboneConfig
-from electra_ablate.model import Encoder, TokenBinaryHead, init_weights
-from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, Stage, StepOutput
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.model import init_weights
+from electra_ablate.objective import (
+    Batch,
+    KeptModel,
+    ModelPass,
+    Objective,
+    OutputPrior,
+    Stage,
+    StepOutput,
+)
+from electra_ablate.tokens import Vocab
 
 
 class AdversarialParams(GeneratorParams):
@@ -38,18 +46,25 @@ class AdversarialParams(GeneratorParams):
         0.0, ge=0.0, lt=1.0, description="budget share of MLE-trained G first"
     )
 
+    @model_validator(mode="after")
+    def _needs_a_trained_generator(self) -> AdversarialParams:
+        if self.generator != "mlm":
+            raise ValueError("adversarial training needs generator 'mlm' (a policy to train)")
+        return self
+
 
 class Adversarial(Objective):
     name = "adversarial"
     description = "Adversarial ELECTRA: G trained by REINFORCE to maximise D's loss"
     Params = AdversarialParams
 
-    def __init__(self, backbone: BackboneConfig, params: AdversarialParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
-        self.discriminator = Encoder(backbone)
-        self.disc_head = TokenBinaryHead(backbone)
-        self.generator = build_generator(self.discriminator, params)
-        self.baseline_head = nn.Linear(self.generator.encoder.cfg.hidden_size, 1)
+    def __init__(self, backbone: BackboneConfig, params: AdversarialParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
+        self.discriminator = Discriminator(backbone)
+        generator = build_generator(self.discriminator.encoder, params)
+        assert isinstance(generator, Generator)
+        self.generator = generator
+        self.baseline_head = nn.Linear(generator.encoder.cfg.hidden_size, 1)
         init_weights(self.baseline_head, backbone.initializer_range)
 
     def stages(self) -> list[Stage]:
@@ -60,25 +75,15 @@ class Adversarial(Objective):
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
-        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
-        hidden = self.discriminator(
-            c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
+        c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
+        d = self.discriminator.detect(
+            batch, c.corrupted, c.replaced, non_pad(batch, self.special.pad)
         )
-        logits = self.disc_head(hidden)
-        weights = non_pad(batch, self.special)
-        bce = F.binary_cross_entropy_with_logits(
-            logits.float(), c.replaced.float(), reduction="none"
-        )
-        disc_loss = masked_mean(bce, weights)
-        metrics = {
-            **c.metrics,
-            "disc_loss": disc_loss.detach(),
-            **rtd_metrics(logits, c.replaced, weights),
-        }
+        metrics = {**c.metrics, **d.metrics}
         if self.stages()[self.stage_index].name == "mle_warmup":
-            return StepOutput(c.mlm_loss + p.disc_weight * disc_loss, metrics)
+            return StepOutput(c.mlm_loss + p.disc_weight * d.loss, metrics)
 
-        reward = bce.detach().gather(1, c.slots.positions)
+        reward = d.per_position.detach().gather(1, c.slots.positions)
         policy_loss, baseline_loss = self.reinforce(
             c.logits, c.samples, c.hidden, reward, c.slots.valid
         )
@@ -87,7 +92,7 @@ class Adversarial(Objective):
             "policy_loss": policy_loss.detach(),
             "baseline_loss": baseline_loss.detach(),
         }
-        loss = p.disc_weight * disc_loss + policy_loss + baseline_loss + p.mle_weight * c.mlm_loss
+        loss = p.disc_weight * d.loss + policy_loss + baseline_loss + p.mle_weight * c.mlm_loss
         return StepOutput(loss, metrics)
 
     def reinforce(
@@ -115,10 +120,17 @@ class Adversarial(Objective):
         return -masked_mean(advantage * log_p_sample, valid), baseline_loss
 
     def kept_model(self) -> KeptModel:
-        return KeptModel(self.discriminator, "discriminator", self.disc_head)
+        return self.discriminator.kept()
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         return [
-            generator_pass(self.generator, seq_len, self.params.mask_rate),
-            ModelPass(self.backbone, "binary", seq_len),
+            *self.generator.flops_passes(seq_len, self.params.mask_rate),
+            self.discriminator.flops_pass(seq_len),
+        ]
+
+    def output_priors(self) -> list[OutputPrior]:
+        rate = self.params.mask_rate * (1.0 - self.vocab.collision())
+        return [
+            *self.generator.output_priors(self.vocab),
+            *self.discriminator.output_priors(rate),
         ]

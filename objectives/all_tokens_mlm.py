@@ -13,13 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra_ablate.components import (
-    GeneratorParams,
-    build_generator,
-    generator_pass,
-    masked_mean,
-    non_pad,
-)
+from electra_ablate.components import GeneratorParams, build_generator, masked_mean, non_pad
 from electra_ablate.config import BackboneConfig
 from electra_ablate.model import Encoder, MLMHead, init_weights
 from electra_ablate.objective import (
@@ -27,11 +21,11 @@ from electra_ablate.objective import (
     KeptModel,
     ModelPass,
     Objective,
-    OutputPriors,
+    OutputPrior,
     StepOutput,
     logit,
 )
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import Vocab
 
 
 def copy_mixture_log_prob(
@@ -51,8 +45,8 @@ class AllTokensMLM(Objective):
     description = "All-Tokens MLM: generator-corrupted input, predict every token with a copy head"
     Params = GeneratorParams
 
-    def __init__(self, backbone: BackboneConfig, params: GeneratorParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
+    def __init__(self, backbone: BackboneConfig, params: GeneratorParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
         self.encoder = Encoder(backbone)
         self.head = MLMHead(backbone, backbone.embedding_size)
         self.copy_gate = nn.Linear(backbone.hidden_size, 1)
@@ -61,34 +55,36 @@ class AllTokensMLM(Objective):
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
-        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
+        c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
         hidden = self.encoder(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
         logits = self.head(hidden, self.encoder.embeddings.word.weight)
         gate = self.copy_gate(hidden).squeeze(-1)
         log_p = copy_mixture_log_prob(logits, gate, c.corrupted, batch["input_ids"])
-        weights = non_pad(batch, self.special)
-        all_tokens_loss = masked_mean(-log_p, weights)
+        weights = non_pad(batch, self.special.pad)
+        loss = masked_mean(-log_p, weights)
         with torch.no_grad():
             predicted = torch.where(gate > 0, c.corrupted, logits.argmax(-1))
             metrics = {
                 **c.metrics,
-                "all_tokens_loss": all_tokens_loss.detach(),
+                "all_tokens_loss": loss.detach(),
                 "all_tokens_acc": masked_mean((predicted == batch["input_ids"]).float(), weights),
                 "copy_prob": masked_mean(torch.sigmoid(gate), weights),
             }
-        return StepOutput(c.mlm_loss + all_tokens_loss, metrics)
-
-    @torch.no_grad()
-    def init_output_biases(self, priors: OutputPriors) -> None:
-        super().init_output_biases(priors)
-        copy_rate = 1.0 - self.params.mask_rate * (1.0 - priors.unigram_collision)
-        self.copy_gate.bias.fill_(logit(copy_rate))
+        return StepOutput(c.mlm_loss + loss, metrics)
 
     def kept_model(self) -> KeptModel:
         return KeptModel(self.encoder, "mlm", self.head)
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         return [
-            generator_pass(self.generator, seq_len, self.params.mask_rate),
+            *self.generator.flops_passes(seq_len, self.params.mask_rate),
             ModelPass(self.backbone, "copy_mlm", seq_len),
+        ]
+
+    def output_priors(self) -> list[OutputPrior]:
+        copy_rate = 1.0 - self.params.mask_rate * (1.0 - self.vocab.collision())
+        return [
+            *self.generator.output_priors(self.vocab),
+            OutputPrior("mlm", self.head.bias, self.vocab.prior_logits()),
+            OutputPrior("detection", self.copy_gate.bias, logit(copy_rate)),
         ]

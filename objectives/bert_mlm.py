@@ -5,22 +5,24 @@ from __future__ import annotations
 from pydantic import Field, model_validator
 
 from electra_ablate.components import (
+    MaskedLM,
     bert_corruption,
-    masked_accuracy,
     masked_cross_entropy,
+    mlm_metrics,
     select_masked,
 )
 from electra_ablate.config import BackboneConfig, max_predictions
-from electra_ablate.model import Encoder, MLMHead, gather_positions
+from electra_ablate.model import Encoder
 from electra_ablate.objective import (
     Batch,
     KeptModel,
     ModelPass,
     Objective,
     ObjectiveParams,
+    OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import Vocab
 
 
 class BertMLMParams(ObjectiveParams):
@@ -39,31 +41,24 @@ class BertMLM(Objective):
     description = "BERT MLM: 15% selected (80% [MASK] / 10% random / 10% kept), CE at selected"
     Params = BertMLMParams
 
-    def __init__(self, backbone: BackboneConfig, params: BertMLMParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
-        self.encoder = Encoder(backbone)
-        self.head = MLMHead(backbone, backbone.embedding_size)
+    def __init__(self, backbone: BackboneConfig, params: BertMLMParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
+        self.mlm = MaskedLM(Encoder(backbone))
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         slots = select_masked(batch["input_ids"], self.special, p.mask_rate)
-        replacements = bert_corruption(
-            slots, self.special, self.backbone.vocab_size, p.mask_token_prob, p.random_token_prob
-        )
-        corrupted = slots.scatter(batch["input_ids"], replacements)
-        hidden = self.encoder(corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
-        logits = self.head(
-            gather_positions(hidden, slots.positions), self.encoder.embeddings.word.weight
-        )
+        replacements = bert_corruption(slots, self.vocab, p.mask_token_prob, p.random_token_prob)
+        _, logits = self.mlm(batch, slots.scatter(batch["input_ids"], replacements), slots)
         loss = masked_cross_entropy(logits, slots.originals, slots.valid)
-        metrics = {
-            "mlm_loss": loss.detach(),
-            "mlm_acc": masked_accuracy(logits, slots.originals, slots.valid),
-        }
+        metrics = mlm_metrics("mlm", logits, slots.originals, slots.valid, loss, self.vocab)
         return StepOutput(loss, metrics)
 
     def kept_model(self) -> KeptModel:
-        return KeptModel(self.encoder, "mlm", self.head)
+        return self.mlm.kept()
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        return [ModelPass(self.backbone, "mlm", max_predictions(self.params.mask_rate, seq_len))]
+        return [self.mlm.flops_pass(max_predictions(self.params.mask_rate, seq_len))]
+
+    def output_priors(self) -> list[OutputPrior]:
+        return [self.mlm.output_prior("mlm", self.vocab)]

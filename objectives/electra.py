@@ -13,17 +13,21 @@ from pydantic import Field
 
 from electra_ablate.components import (
     Corruption,
+    Discriminator,
     GeneratorParams,
     build_generator,
-    generator_pass,
     non_pad,
-    rtd_loss,
-    rtd_metrics,
 )
 from electra_ablate.config import BackboneConfig
-from electra_ablate.model import Encoder, TokenBinaryHead
-from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, StepOutput
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.objective import (
+    Batch,
+    KeptModel,
+    ModelPass,
+    Objective,
+    OutputPrior,
+    StepOutput,
+)
+from electra_ablate.tokens import Vocab
 
 
 class ElectraParams(GeneratorParams):
@@ -35,40 +39,36 @@ class Electra(Objective):
     description = "ELECTRA: joint G (MLM) + D replaced-token detection over all tokens, lambda=50"
     Params = ElectraParams
 
-    def __init__(self, backbone: BackboneConfig, params: ElectraParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
-        self.discriminator = Encoder(backbone)
-        self.disc_head = TokenBinaryHead(backbone)
-        self.generator = build_generator(self.discriminator, params)
+    def __init__(self, backbone: BackboneConfig, params: ElectraParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
+        self.discriminator = Discriminator(backbone)
+        self.generator = build_generator(self.discriminator.encoder, params)
 
     def rtd_weights(self, batch: Batch, corruption: Corruption) -> torch.Tensor:
         """Which tokens carry the discriminator loss: every non-pad token."""
-        return non_pad(batch, self.special)
-
-    def disc_logits(self, batch: Batch, corrupted: torch.Tensor) -> torch.Tensor:
-        hidden = self.discriminator(
-            corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
-        )
-        return self.disc_head(hidden)
+        return non_pad(batch, self.special.pad)
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
-        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
-        logits = self.disc_logits(batch, c.corrupted)
-        weights = self.rtd_weights(batch, c)
-        disc_loss = rtd_loss(logits, c.replaced, weights)
-        metrics = {
-            **c.metrics,
-            "disc_loss": disc_loss.detach(),
-            **rtd_metrics(logits, c.replaced, weights),
-        }
-        return StepOutput(c.mlm_loss + p.disc_weight * disc_loss, metrics)
+        c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
+        d = self.discriminator.detect(batch, c.corrupted, c.replaced, self.rtd_weights(batch, c))
+        return StepOutput(c.mlm_loss + p.disc_weight * d.loss, {**c.metrics, **d.metrics})
 
     def kept_model(self) -> KeptModel:
-        return KeptModel(self.discriminator, "discriminator", self.disc_head)
+        return self.discriminator.kept()
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         return [
-            generator_pass(self.generator, seq_len, self.params.mask_rate),
-            ModelPass(self.backbone, "binary", seq_len),
+            *self.generator.flops_passes(seq_len, self.params.mask_rate),
+            self.discriminator.flops_pass(seq_len),
+        ]
+
+    def replaced_rate(self) -> float:
+        """Share of scored tokens replaced while samples are frequency-like: the detection prior."""
+        return self.params.mask_rate * (1.0 - self.vocab.collision())
+
+    def output_priors(self) -> list[OutputPrior]:
+        return [
+            *self.generator.output_priors(self.vocab),
+            *self.discriminator.output_priors(self.replaced_rate()),
         ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from electra_ablate.components import Corruption
-from electra_ablate.objective import Batch, OutputPriors
+from electra_ablate.objective import Batch
 from objectives.electra import Electra
 
 
@@ -15,8 +15,7 @@ class Electra15(Electra):
     description = "ELECTRA 15%: as ELECTRA, but the discriminator loss only at masked positions"
 
     def rtd_weights(self, batch: Batch, corruption: Corruption) -> torch.Tensor:
-        weights = torch.zeros_like(batch["input_ids"], dtype=torch.bool)
-        return weights.scatter(1, corruption.slots.positions, corruption.slots.valid)
+        return corruption.slots.mask_of(batch["input_ids"])
 
-    def detection_prior(self, priors: OutputPriors) -> float:
-        return 1.0 - priors.unigram_collision  # every scored position was masked
+    def replaced_rate(self) -> float:
+        return 1.0 - self.vocab.collision()  # every scored position was masked

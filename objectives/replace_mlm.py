@@ -6,15 +6,22 @@ from __future__ import annotations
 
 from electra_ablate.components import (
     GeneratorParams,
+    MaskedLM,
     build_generator,
-    generator_pass,
-    masked_accuracy,
     masked_cross_entropy,
+    mlm_metrics,
 )
 from electra_ablate.config import BackboneConfig, max_predictions
-from electra_ablate.model import Encoder, MLMHead, gather_positions
-from electra_ablate.objective import Batch, KeptModel, ModelPass, Objective, StepOutput
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.model import Encoder
+from electra_ablate.objective import (
+    Batch,
+    KeptModel,
+    ModelPass,
+    Objective,
+    OutputPrior,
+    StepOutput,
+)
+from electra_ablate.tokens import Vocab
 
 
 class ReplaceMLM(Objective):
@@ -22,33 +29,31 @@ class ReplaceMLM(Objective):
     description = "Replace MLM: selected tokens replaced by generator samples; CE at selected"
     Params = GeneratorParams
 
-    def __init__(self, backbone: BackboneConfig, params: GeneratorParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
-        self.encoder = Encoder(backbone)
-        self.head = MLMHead(backbone, backbone.embedding_size)
-        self.generator = build_generator(self.encoder, params)
+    def __init__(self, backbone: BackboneConfig, params: GeneratorParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
+        self.mlm = MaskedLM(Encoder(backbone))
+        self.generator = build_generator(self.mlm.encoder, params)
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
-        c = self.generator.corrupt(batch, self.special, p.mask_rate, p.temperature)
-        hidden = self.encoder(c.corrupted, batch.get("token_type_ids"), batch.get("attention_mask"))
-        logits = self.head(
-            gather_positions(hidden, c.slots.positions), self.encoder.embeddings.word.weight
-        )
-        mlm_loss = masked_cross_entropy(logits, c.slots.originals, c.slots.valid)
-        metrics = {
-            **c.metrics,
-            "mlm_loss": mlm_loss.detach(),
-            "mlm_acc": masked_accuracy(logits, c.slots.originals, c.slots.valid),
-        }
-        return StepOutput(c.mlm_loss + mlm_loss, metrics)
+        c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
+        _, logits = self.mlm(batch, c.corrupted, c.slots)
+        loss = masked_cross_entropy(logits, c.slots.originals, c.slots.valid)
+        metrics = mlm_metrics("mlm", logits, c.slots.originals, c.slots.valid, loss, self.vocab)
+        return StepOutput(c.mlm_loss + loss, {**c.metrics, **metrics})
 
     def kept_model(self) -> KeptModel:
-        return KeptModel(self.encoder, "mlm", self.head)
+        return self.mlm.kept()
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        predicted = max_predictions(self.params.mask_rate, seq_len)
+        p = self.params
         return [
-            generator_pass(self.generator, seq_len, self.params.mask_rate),
-            ModelPass(self.backbone, "mlm", predicted),
+            *self.generator.flops_passes(seq_len, p.mask_rate),
+            self.mlm.flops_pass(max_predictions(p.mask_rate, seq_len)),
+        ]
+
+    def output_priors(self) -> list[OutputPrior]:
+        return [
+            *self.generator.output_priors(self.vocab),
+            self.mlm.output_prior("mlm", self.vocab),
         ]

@@ -19,12 +19,13 @@ from electra_ablate.objective import (
     build_objective,
 )
 from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import SpecialTokens, Vocab
 
 SPECIAL = SpecialTokens()
 VOCAB = 97
 SEQ = 24
 CFG = preset("micro").with_overrides(vocab_size=VOCAB, max_seq_len=SEQ)
+UNIFORM = Vocab.uniform(VOCAB, SPECIAL)
 
 
 class SyntheticBatches:
@@ -55,7 +56,7 @@ def make_trainer(
     **spec_overrides,
 ) -> Trainer:
     torch.manual_seed(0)
-    objective = build_objective(objective_name, CFG, params or {}, SPECIAL)
+    objective = build_objective(objective_name, CFG, params or {}, UNIFORM)
     spec = PretrainSpec(
         batch_size=batch_size,
         log_every=2,
@@ -91,8 +92,8 @@ class DeterministicMLM(Objective):
     name = "deterministic_mlm_test"
     description = "test only"
 
-    def __init__(self, backbone, params, special):
-        super().__init__(backbone, params, special)
+    def __init__(self, backbone, params, vocab):
+        super().__init__(backbone, params, vocab)
         self.encoder = Encoder(backbone)
         self.head = MLMHead(backbone, backbone.embedding_size)
 
@@ -116,7 +117,7 @@ class DeterministicMLM(Objective):
 def deterministic_trainer(run_dir: Path, global_batch: int, rank: int, world_size: int) -> Trainer:
     torch.manual_seed(0)
     cfg = CFG.with_overrides(dropout=0.0, attention_dropout=0.0)
-    objective = DeterministicMLM(cfg, ObjectiveParams(), SPECIAL)
+    objective = DeterministicMLM(cfg, ObjectiveParams(), UNIFORM)
     spec = PretrainSpec(
         batch_size=global_batch,
         log_every=2,

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import CFG, SEQ, SPECIAL, make_trainer
+from engine_helpers import CFG, SEQ, UNIFORM, make_trainer
 from safetensors.torch import load_file
 
 from electra_ablate.engine import learning_rate, make_optimizer, plan_run
@@ -31,18 +31,33 @@ def test_every_objective_gets_the_same_budget():
     budget = 5e12
     spent = {}
     for name in ["bert_mlm", "electra", "all_tokens_mlm", "two_stage"]:
-        objective = build_objective(name, CFG, {}, SPECIAL)
+        objective = build_objective(name, CFG, {}, UNIFORM)
         plan = plan_run(objective, budget, "paper", 8, SEQ, [0.25, 0.5, 1.0])
         spent[name] = plan.flops_at(plan.total_steps)["paper"]
         largest_step = max(f["paper"] for f in plan.stage_flops)
         assert abs(spent[name] - budget) <= largest_step * len(plan.stage_steps)
-    bert = build_objective("bert_mlm", CFG, {}, SPECIAL)
-    electra = build_objective("electra", CFG, {}, SPECIAL)
+    bert = build_objective("bert_mlm", CFG, {}, UNIFORM)
+    electra = build_objective("electra", CFG, {}, UNIFORM)
     assert per_step(electra)[0][1] > per_step(bert)[0][1]  # so ELECTRA gets fewer steps
 
 
-def test_two_stage_splits_flops_not_steps_and_checkpoints_follow_flops():
-    objective = build_objective("two_stage", CFG, {}, SPECIAL)
+def test_two_stage_runs_equal_steps_per_stage_by_default_as_the_paper_did():
+    objective = build_objective("two_stage", CFG, {}, UNIFORM)
+    plan = plan_run(objective, 1e13, "paper", 8, SEQ, [0.5, 1.0])
+    assert abs(plan.stage_steps[0] - plan.stage_steps[1]) <= 1
+    spent = plan.flops_at(plan.total_steps)["paper"]
+    assert spent == pytest.approx(1e13, rel=0.01)
+    # stage 2 also runs the frozen generator forward, so its half of the steps costs more
+    assert plan.stage_flops[1]["paper"] > plan.stage_flops[0]["paper"]
+    half = min(
+        range(plan.total_steps + 1), key=lambda s: abs(plan.flops_at(s)["paper"] - spent / 2)
+    )
+    assert dict(plan.checkpoints)[0.5] == half  # checkpoints still fall at FLOPs fractions
+    assert dict(plan.checkpoints)[1.0] == plan.total_steps
+
+
+def test_two_stage_can_split_flops_instead_and_checkpoints_follow_flops():
+    objective = build_objective("two_stage", CFG, {"split_by": "flops"}, UNIFORM)
     plan = plan_run(objective, 1e13, "paper", 8, SEQ, [0.5, 1.0])
     stage_flops = [s * f["paper"] for s, f in zip(plan.stage_steps, plan.stage_flops, strict=True)]
     assert stage_flops[0] == pytest.approx(stage_flops[1], rel=0.01)
@@ -53,7 +68,7 @@ def test_two_stage_splits_flops_not_steps_and_checkpoints_follow_flops():
 
 
 def test_learning_rate_warms_up_then_decays_to_zero_per_stage():
-    objective = build_objective("bert_mlm", CFG, {}, SPECIAL)
+    objective = build_objective("bert_mlm", CFG, {}, UNIFORM)
     plan = plan_run(objective, 100 * per_step(objective)[0][1], "paper", 8, SEQ, [1.0])
     spec = PretrainSpec(learning_rate=1e-3, warmup_fraction=0.1)
     lrs = [learning_rate(plan, s, spec) for s in range(plan.total_steps)]
@@ -64,7 +79,7 @@ def test_learning_rate_warms_up_then_decays_to_zero_per_stage():
 
 
 def test_no_weight_decay_on_layernorm_and_biases():
-    objective = build_objective("electra", CFG, {}, SPECIAL)
+    objective = build_objective("electra", CFG, {}, UNIFORM)
     optimizer = make_optimizer(objective, PretrainSpec())
     decay, no_decay = optimizer.param_groups
     names = {id(p): n for n, p in objective.named_parameters()}

@@ -24,7 +24,7 @@ from electra_ablate.flops import (
 )
 from electra_ablate.model import Encoder, MLMHead, TokenBinaryHead
 from electra_ablate.objective import ModelPass, available_objectives, build_objective
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import SpecialTokens, Vocab
 
 SMALL, BASE, LARGE = PRESETS["small"], PRESETS["base"], PRESETS["large"]
 PAPER_TOLERANCE = 0.03
@@ -89,8 +89,9 @@ def test_paper_convention_reproduces_inference_figures(cfg, figure):
 
 
 def test_bert_small_with_our_19_prediction_slots_is_still_the_paper_figure():
+    vocab = Vocab.uniform(SMALL.vocab_size)
     with torch.device("meta"):
-        objective = build_objective("bert_mlm", SMALL, {}, SpecialTokens())
+        objective = build_objective("bert_mlm", SMALL, {}, vocab)
     assert objective.flops_plan(128)[0].predicted == 19
     total = training_flops(objective, 128, 128, 1_450_000, "paper")
     assert total == pytest.approx(1.4e18, rel=PAPER_TOLERANCE)
@@ -131,7 +132,7 @@ def test_training_adds_the_conventions_backward_and_frozen_passes_do_not(convent
 def micro_objective(name: str, cfg: BackboneConfig | None = None):
     torch.manual_seed(0)
     cfg = cfg or PRESETS["micro"].with_overrides(vocab_size=1000)
-    return build_objective(name, cfg, {}, SpecialTokens())
+    return build_objective(name, cfg, {}, Vocab.uniform(cfg.vocab_size))
 
 
 def random_batch(vocab: int, batch: int, length: int, padded: int = 0) -> dict[str, torch.Tensor]:

@@ -12,15 +12,17 @@ import torch.nn.functional as F
 from objective_names import BUILT_IN
 
 import electra_ablate.components as components
+import electra_ablate.components.generator as generator_module
 from electra_ablate.components import rtd_loss
 from electra_ablate.config import preset
 from electra_ablate.objective import available_objectives, build_objective
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import SpecialTokens, Vocab
 from objectives.all_tokens_mlm import copy_mixture_log_prob
 
 SPECIAL = SpecialTokens()
 VOCAB = 120
 CFG = preset("micro").with_overrides(vocab_size=VOCAB, max_seq_len=32)
+UNIFORM = Vocab.uniform(VOCAB, SPECIAL)
 NAMES = list(BUILT_IN)
 
 
@@ -39,7 +41,7 @@ def make_batch(seed: int = 0, batch: int = 4, length: int = 32) -> dict[str, tor
 
 def build(name: str, **params) -> torch.nn.Module:
     torch.manual_seed(0)
-    return build_objective(name, CFG, params, SPECIAL)
+    return build_objective(name, CFG, params, UNIFORM)
 
 
 @pytest.fixture
@@ -52,7 +54,7 @@ def recorded_slots(monkeypatch):
         recorder.slots.append(slots)
         return slots
 
-    monkeypatch.setattr(components, "select_masked", wrapped)
+    monkeypatch.setattr(generator_module, "select_masked", wrapped)
     monkeypatch.setattr("objectives.bert_mlm.select_masked", wrapped)
     return recorder
 
@@ -101,7 +103,7 @@ def test_bert_corruption_split_is_80_10_10():
     ids = torch.randint(5, VOCAB, (400, 128))
     torch.manual_seed(0)
     slots = components.select_masked(ids, SPECIAL, 0.15)
-    repl = components.bert_corruption(slots, SPECIAL, VOCAB, 0.8, 0.1)[slots.valid]
+    repl = components.bert_corruption(slots, UNIFORM, 0.8, 0.1)[slots.valid]
     originals = slots.originals[slots.valid]
     masked = (repl == SPECIAL.mask).float().mean().item()
     kept = (repl == originals).float().mean().item()
@@ -112,7 +114,7 @@ def test_bert_corruption_split_is_80_10_10():
 
 def main_encoder_output_grad(objective, batch) -> torch.Tensor:
     """d loss / d (main model's final hidden states): non-zero exactly where loss is carried."""
-    encoder = getattr(objective, "discriminator", None) or objective.encoder
+    encoder = objective.kept_model().encoder
     captured = {}
 
     def hook(module, args, output):
@@ -155,7 +157,7 @@ def test_positions_that_carry_the_main_loss(name, where, recorded_slots):
 def test_main_model_never_sees_mask_but_generator_does(name):
     objective = build(name)
     seen = {}
-    main = getattr(objective, "discriminator", None) or objective.encoder
+    main = objective.kept_model().encoder
     gen_encoder = objective.generator.encoder
     gen_inputs, main_inputs = [], []
     gen_encoder.register_forward_pre_hook(lambda m, a: gen_inputs.append(a[0]))
@@ -171,7 +173,7 @@ def test_main_model_never_sees_mask_but_generator_does(name):
 def test_generator_never_samples_a_special_token():
     logits = torch.zeros(4096, VOCAB)
     logits[:, SPECIAL.mask] = 50.0  # even where [MASK] is by far the likeliest prediction
-    samples = components.sample_tokens(components.without_special(logits, SPECIAL), 1.0)
+    samples = components.sample_tokens(components.sampling_log_probs(logits, SPECIAL, 1.0))
     assert samples.min() >= len(SPECIAL.ids)
 
 
@@ -179,7 +181,7 @@ def test_rtd_labels_mark_exactly_the_tokens_that_differ(monkeypatch):
     objective = build("electra")
     batch = make_batch()
 
-    def half_copies(logits, temperature):
+    def half_copies(log_probs):
         """Sample the original token in every other slot, a different token elsewhere."""
         originals = captured_slots[-1].originals
         other = (originals - len(SPECIAL.ids) + 1) % (VOCAB - len(SPECIAL.ids)) + len(SPECIAL.ids)
@@ -193,9 +195,9 @@ def test_rtd_labels_mark_exactly_the_tokens_that_differ(monkeypatch):
         captured_slots.append(original_select(*args, **kwargs))
         return captured_slots[-1]
 
-    monkeypatch.setattr(components, "select_masked", recording_select)
-    monkeypatch.setattr(components, "sample_tokens", half_copies)
-    c = objective.generator.corrupt(batch, SPECIAL, 0.15, 1.0)
+    monkeypatch.setattr(generator_module, "select_masked", recording_select)
+    monkeypatch.setattr(generator_module, "sample_tokens", half_copies)
+    c = objective.generator.corrupt(batch, UNIFORM, 0.15, 1.0)
     slots = captured_slots[-1]
     assert torch.equal(c.replaced.bool(), c.corrupted != batch["input_ids"])
     labels_at_slots = c.replaced.gather(1, slots.positions).bool()
@@ -213,14 +215,14 @@ def generator_only_params(objective) -> dict[str, torch.nn.Parameter]:
 def test_electra_discriminator_loss_reaches_generator_only_through_tied_embeddings():
     objective = build("electra")
     gen_emb = objective.generator.encoder.embeddings.word.weight
-    disc_emb = objective.discriminator.embeddings.word.weight
+    disc_emb = objective.discriminator.encoder.embeddings.word.weight
     assert gen_emb is disc_emb and gen_emb.data_ptr() == disc_emb.data_ptr()
     assert objective.generator.encoder.project is not None  # smaller G projects E -> its width
     batch = make_batch()
-    c = objective.generator.corrupt(batch, SPECIAL, 0.15, 1.0)
+    c = objective.generator.corrupt(batch, UNIFORM, 0.15, 1.0)
     assert not c.samples.requires_grad and not c.corrupted.requires_grad
     disc_loss = rtd_loss(
-        objective.disc_logits(batch, c.corrupted), c.replaced, batch["attention_mask"]
+        objective.discriminator(batch, c.corrupted), c.replaced, batch["attention_mask"]
     )
     disc_loss.backward()
     for name, p in generator_only_params(objective).items():
@@ -236,7 +238,7 @@ def test_electra_generator_gradient_is_its_mlm_gradient():
     full = {n: p.grad.clone() for n, p in generator_only_params(objective).items()}
     objective.zero_grad()
     torch.manual_seed(3)
-    objective.generator.corrupt(batch, SPECIAL, 0.15, 1.0).mlm_loss.backward()
+    objective.generator.corrupt(batch, UNIFORM, 0.15, 1.0).mlm_loss.backward()
     for name, p in generator_only_params(objective).items():
         torch.testing.assert_close(full[name], p.grad, msg=name)
 
@@ -245,7 +247,7 @@ def test_electra_generator_gradient_is_its_mlm_gradient():
 def test_tying_modes(tying):
     size = 1.0 if tying == "all" else 0.25
     objective = build("electra", tying=tying, generator_size=size)
-    g, d = objective.generator.encoder, objective.discriminator
+    g, d = objective.generator.encoder, objective.discriminator.encoder
     shared_embeddings = g.embeddings.word.weight.data_ptr() == d.embeddings.word.weight.data_ptr()
     assert shared_embeddings == (tying != "none")
     assert (g is d) == (tying == "all")
@@ -286,13 +288,13 @@ def test_two_stage_initialises_d_from_g_and_freezes_g():
     objective.enter_stage(1)
     g_state = {k: v.clone() for k, v in objective.generator.state_dict().items()}
     for k, v in objective.generator.encoder.state_dict().items():
-        assert torch.equal(objective.discriminator.state_dict()[k], v), k
+        assert torch.equal(objective.discriminator.encoder.state_dict()[k], v), k
     trainable = {id(p) for _, p in objective.trainable_parameters()}
     assert not trainable & {id(p) for p in objective.generator.parameters()}
     objective.train()
     assert not objective.generator.training
     optimizer = torch.optim.AdamW([p for _, p in objective.trainable_parameters()], lr=1e-3)
-    d_before = objective.discriminator.layers[0].ffn_in.weight.clone()
+    d_before = objective.discriminator.encoder.layers[0].ffn_in.weight.clone()
     for _ in range(3):
         out = objective(batch)
         optimizer.zero_grad()
@@ -300,7 +302,7 @@ def test_two_stage_initialises_d_from_g_and_freezes_g():
         optimizer.step()
     for k, v in objective.generator.state_dict().items():
         assert torch.equal(v, g_state[k]), f"frozen generator changed: {k}"
-    assert not torch.equal(d_before, objective.discriminator.layers[0].ffn_in.weight)
+    assert not torch.equal(d_before, objective.discriminator.encoder.layers[0].ffn_in.weight)
     assert objective.kept_model().role == "discriminator"
 
 
@@ -308,7 +310,7 @@ def test_two_stage_can_skip_the_initialisation():
     objective = build("two_stage", init_from_generator=False)
     objective.enter_stage(1)
     g = objective.generator.encoder.layers[0].ffn_in.weight
-    assert not torch.equal(objective.discriminator.layers[0].ffn_in.weight, g)
+    assert not torch.equal(objective.discriminator.encoder.layers[0].ffn_in.weight, g)
 
 
 def test_reinforce_gradient_has_the_policy_gradient_form():
@@ -368,19 +370,17 @@ def test_adversarial_policy_reward_is_the_discriminator_bce_at_masked_positions(
     seen = {}
 
     def spy(logits, samples, gen_hidden, reward, valid):
-        seen["reward"], seen["samples"] = reward, samples
+        seen["reward"] = reward
         return logits.sum() * 0.0, torch.zeros(())
 
-    bce_seen = {}
-    original_bce = F.binary_cross_entropy_with_logits
+    detect = objective.discriminator.detect
 
-    def recording_bce(logits, target, reduction="mean"):
-        out = original_bce(logits, target, reduction=reduction)
-        bce_seen["bce"] = out
-        return out
+    def recording_detect(batch, corrupted, replaced, weights):
+        seen["detection"], seen["replaced"] = detect(batch, corrupted, replaced, weights), replaced
+        return seen["detection"]
 
     monkeypatch.setattr(objective, "reinforce", spy)
-    monkeypatch.setattr("objectives.adversarial.F.binary_cross_entropy_with_logits", recording_bce)
+    monkeypatch.setattr(objective.discriminator, "detect", recording_detect)
     recorded = []
     original_select = components.select_masked
 
@@ -388,10 +388,13 @@ def test_adversarial_policy_reward_is_the_discriminator_bce_at_masked_positions(
         recorded.append(original_select(*args, **kwargs))
         return recorded[-1]
 
-    monkeypatch.setattr(components, "select_masked", recording_select)
+    monkeypatch.setattr(generator_module, "select_masked", recording_select)
     objective(make_batch())
-    positions = recorded[-1].positions
-    torch.testing.assert_close(seen["reward"], bce_seen["bce"].detach().gather(1, positions))
+    d, positions = seen["detection"], recorded[-1].positions
+    bce = F.binary_cross_entropy_with_logits(
+        d.logits, seen["replaced"].float(), reduction="none"
+    )  # -log D where the token is original, -log(1 - D) where replaced
+    torch.testing.assert_close(seen["reward"], bce.detach().gather(1, positions))
     assert (seen["reward"] >= 0).all()
 
 
@@ -419,7 +422,8 @@ def test_generator_samples_follow_the_tempered_softmax(temperature):
     torch.manual_seed(0)
     logits = torch.tensor([2.0, 0.0, -1.0, -30.0, 1.0])
     rows = logits.expand(200_000, -1)
-    counts = torch.bincount(components.sample_tokens(rows, temperature), minlength=5)
+    log_probs = torch.log_softmax(rows / temperature, dim=-1)
+    counts = torch.bincount(components.sample_tokens(log_probs), minlength=5)
     expected = torch.softmax(logits / temperature, -1) * rows.shape[0]
     assert counts[3] == 0  # a token of ~zero probability is never drawn
     torch.testing.assert_close(counts.float(), expected, rtol=0.02, atol=60.0)

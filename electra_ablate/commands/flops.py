@@ -16,7 +16,7 @@ from electra_ablate.config import PRESETS
 from electra_ablate.errors import AblateError
 from electra_ablate.flops import Convention, inference_flops, stage_step_flops
 from electra_ablate.objective import Objective, build_objective, get_objective
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import Vocab
 
 
 def register(app: typer.Typer) -> None:
@@ -99,9 +99,10 @@ def _build(model: str, name: str, generator_size: float | None, vocab: int, seq:
         if "generator_size" not in get_objective(name).Params.model_fields:
             raise AblateError(f"objective {name!r} has no generator_size parameter")
         params["generator_size"] = generator_size
+    vocab = Vocab.uniform(backbone.vocab_size)  # token statistics do not change FLOPs
     try:
         with torch.device("meta"):
-            return build_objective(name, backbone, params, SpecialTokens())
+            return build_objective(name, backbone, params, vocab)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or name

@@ -32,9 +32,12 @@ class GlueClassifier(nn.Module):
 
 def layer_depth(name: str, num_layers: int) -> int:
     """Depth of a classifier parameter: embeddings (and the E->H projection) 0, encoder layer i
-    at i + 1, the task head at num_layers + 1."""
+    at i + 1 (a pre-LN encoder's final LayerNorm with the top layer), the task head at
+    num_layers + 1."""
     if name.startswith("encoder.layers."):
         return int(name.split(".")[2]) + 1
+    if name.startswith("encoder.final_norm."):  # pre-LN's last LayerNorm: part of the top layer
+        return num_layers
     if name.startswith(("encoder.embeddings.", "encoder.project.")):
         return 0
     return num_layers + 1

@@ -9,18 +9,18 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import non_pad, rtd_loss, rtd_metrics, select_masked
+from electra_ablate.components import Discriminator, non_pad, replace_at, select_masked
 from electra_ablate.config import BackboneConfig
-from electra_ablate.model import Encoder, TokenBinaryHead
 from electra_ablate.objective import (
     Batch,
     KeptModel,
     ModelPass,
     Objective,
     ObjectiveParams,
+    OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.tokens import Vocab
 
 
 class RandomRTDParams(ObjectiveParams):
@@ -32,30 +32,28 @@ class RandomReplacementDetection(Objective):
     description = "RTD against uniformly random replacements (no generator); example plugin"
     Params = RandomRTDParams
 
-    def __init__(self, backbone: BackboneConfig, params: RandomRTDParams, special: SpecialTokens):
-        super().__init__(backbone, params, special)
-        self.discriminator = Encoder(backbone)
-        self.disc_head = TokenBinaryHead(backbone)
+    def __init__(self, backbone: BackboneConfig, params: RandomRTDParams, vocab: Vocab):
+        super().__init__(backbone, params, vocab)
+        self.discriminator = Discriminator(backbone)
 
     def forward(self, batch: Batch) -> StepOutput:
-        input_ids = batch["input_ids"]
-        slots = select_masked(input_ids, self.special, self.params.mask_rate)
-        random_ids = torch.randint_like(
-            slots.originals, len(self.special.ids), self.backbone.vocab_size
+        slots = select_masked(batch["input_ids"], self.special, self.params.mask_rate)
+        ordinary = self.vocab.ordinary_ids
+        samples = ordinary[torch.randint_like(slots.originals, 0, len(ordinary))]
+        r = replace_at(batch["input_ids"], slots, samples)
+        d = self.discriminator.detect(
+            batch, r.corrupted, r.replaced, non_pad(batch, self.special.pad)
         )
-        corrupted = slots.scatter(input_ids, random_ids)
-        replaced = (corrupted != input_ids).long()
-        hidden = self.discriminator(
-            corrupted, batch.get("token_type_ids"), batch.get("attention_mask")
-        )
-        logits = self.disc_head(hidden)
-        weights = non_pad(batch, self.special)
-        disc_loss = rtd_loss(logits, replaced, weights)
-        metrics = {"disc_loss": disc_loss.detach(), **rtd_metrics(logits, replaced, weights)}
-        return StepOutput(self.params.disc_weight * disc_loss, metrics)
+        metrics = {**d.metrics, "replaced_frac": r.replaced_frac}
+        return StepOutput(self.params.disc_weight * d.loss, metrics)
 
     def kept_model(self) -> KeptModel:
-        return KeptModel(self.discriminator, "discriminator", self.disc_head)
+        return self.discriminator.kept()
 
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
-        return [ModelPass(self.backbone, "binary", seq_len)]
+        return [self.discriminator.flops_pass(seq_len)]
+
+    def output_priors(self) -> list[OutputPrior]:
+        """A uniform draw equals the original once in len(ordinary_ids) tries."""
+        rate = self.params.mask_rate * (1.0 - 1.0 / len(self.vocab.ordinary_ids))
+        return self.discriminator.output_priors(rate)
