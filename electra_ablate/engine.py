@@ -369,8 +369,12 @@ class Trainer:
 
     def write_metrics(self, row: dict[str, Any]) -> None:
         if self.dist.is_main:
+            finite = {
+                k: v if not isinstance(v, float) or math.isfinite(v) else None
+                for k, v in row.items()
+            }
             with self.metrics_path.open("a") as f:
-                f.write(json.dumps(row) + "\n")
+                f.write(json.dumps(finite) + "\n")
 
     def checkpoint(self, fractions: list[float]) -> None:
         """Held-out metrics, the kept encoder for each fraction, then the resumable state."""

@@ -166,3 +166,13 @@ def test_detection_per_position_losses_are_zero_off_the_scored_positions():
     d, w = seen["d"], seen["w"]
     assert (d.per_position[~w] == 0).all() and (d.per_position[w] > 0).all()
     assert d.loss.item() == pytest.approx(d.per_position.sum().item() / w.sum().item(), rel=1e-6)
+
+
+def test_mlm_nats_learnt_ignores_unused_slots_that_hold_special_tokens():
+    vocab = zipf_vocab()
+    targets = torch.tensor([[7, 9, SPECIAL.pad]])
+    weights = torch.tensor([[True, True, False]])
+    logits = torch.zeros(1, 3, VOCAB)
+    loss = F.cross_entropy(logits[0, :2], targets[0, :2])
+    m = mlm_metrics("mlm", logits, targets, weights, loss, vocab)
+    assert torch.isfinite(m["mlm_nats_learnt"])

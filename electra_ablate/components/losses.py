@@ -44,7 +44,8 @@ def mlm_metrics(
     vocab: Vocab,
 ) -> dict[str, torch.Tensor]:
     """``<prefix>_loss``, ``_acc`` and ``_nats_learnt`` (unigram loss minus the model's)."""
-    unigram_loss = masked_mean(vocab.unigram_nats(targets), weights)
+    valid = weights.bool()  # unused slots may hold special tokens, which have no unigram loss
+    unigram_loss = masked_mean(torch.where(valid, vocab.unigram_nats(targets), 0.0), valid)
     return {
         f"{prefix}_loss": loss.detach(),
         f"{prefix}_acc": masked_accuracy(logits, targets, weights),
