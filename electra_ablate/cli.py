@@ -1,19 +1,26 @@
-"""The ``ablate`` command line. Each command group lives in ``electra_ablate/commands``; this
-module wires them up and turns every user-facing error into one line and an exit code."""
+"""The ``ablate`` command line. Each command lives in ``electra_ablate/commands``; this module
+wires them up and holds the one error policy:
+
+- a usage or input error (bad option, bad spec, missing file, not a checkpoint, unknown task or
+  objective) prints one line naming the problem and exits 2;
+- a failure while running prints one line and exits 1;
+- no traceback unless ``--debug`` (or ``ABLATE_DEBUG=1``) asks for one.
+
+Heavy libraries (torch, datasets, scikit-learn) are imported inside the commands that use them,
+so ``ablate --help``, a typo or a missing option answers at once.
+"""
 
 from __future__ import annotations
 
-import json
+import os
 import sys
-from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from electra_ablate import __version__
 from electra_ablate.errors import AblateError
-from electra_ablate.objective import available_objectives
-from electra_ablate.spec import load_spec
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="ablate",
@@ -21,45 +28,28 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    context_settings=CONTEXT,
 )
 
 
-def describe_params(params_model: type) -> list[dict[str, object]]:
-    rows = []
-    for name, field in params_model.model_fields.items():
-        default = field.get_default(call_default_factory=True)
-        rows.append({"name": name, "default": default, "description": field.description or ""})
-    return rows
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"ablate (electra-ablate) {__version__}")
+        raise typer.Exit()
 
 
-@app.command("objectives")
-def objectives_command(
-    as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+@app.callback()
+def main_options(
+    version: bool = typer.Option(
+        False, "--version", callback=_show_version, is_eager=True, help="print the version"
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="show tracebacks (also: ABLATE_DEBUG=1)", envvar="ABLATE_DEBUG"
+    ),
 ) -> None:
-    """List the registered objectives (built-in and third-party) with their params."""
-    found = available_objectives()
-    listing = [
-        {"name": name, "description": cls.description, "params": describe_params(cls.Params)}
-        for name, cls in found.items()
-    ]
-    if as_json:
-        typer.echo(json.dumps(listing, indent=2, default=str))
-        return
-    table = Table("objective", "description", "params (defaults)")
-    for item in listing:
-        params = ", ".join(f"{p['name']}={p['default']}" for p in item["params"])
-        table.add_row(item["name"], item["description"], params)
-    Console().print(table)
-
-
-@app.command("validate")
-def validate_command(spec: Path = typer.Argument(..., help="study spec (YAML)")) -> None:
-    """Check a study spec; exit 0 if valid, 2 with the offending field otherwise."""
-    study = load_spec(spec)
-    typer.echo(
-        f"{spec}: valid — study {study.name!r}, {len(study.objectives)} objective(s), "
-        f"preset {study.backbone.preset}, tasks {', '.join(study.finetune.tasks)}"
-    )
+    """Controlled ablations of text-encoder pre-training objectives at equal FLOPs."""
+    if debug:
+        os.environ["ABLATE_DEBUG"] = "1"
 
 
 def _register_commands() -> None:
@@ -72,12 +62,36 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _usage_error_types() -> tuple[type[BaseException], ...]:
+    """Click's usage-error base class, wherever this typer keeps it: typer 0.29 vendors click
+    (``typer._click``), older typers use the ``click`` package; ``typer.BadParameter`` derives
+    from it either way."""
+    return tuple(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def _debugging() -> bool:
+    return os.environ.get("ABLATE_DEBUG", "").lower() not in ("", "0", "false", "no")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
 def run_cli(args: list[str] | None = None) -> int:
-    """Run the CLI and return its exit code; user errors become one line on stderr."""
+    """Run the CLI and return its exit code; every error becomes one line on stderr."""
+    args = sys.argv[1:] if args is None else list(args)
+    if not args:
+        print(
+            "error: no command given; run `ablate --help` for the list of commands",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        app(args=args, standalone_mode=False)
+        app(args=args, standalone_mode=False, prog_name="ablate")
     except AblateError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if _debugging():
+            raise
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return exc.exit_code
     except typer.Exit as exc:
         return exc.exit_code
@@ -85,15 +99,27 @@ def run_cli(args: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print("interrupted (finished work is kept: the same command resumes)", file=sys.stderr)
         return 130
-    except Exception as exc:  # click usage errors and the like
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            return exc.exit_code
-        raise
+    except _usage_error_types() as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # e.g. `ablate data`
+            command = " ".join(a for a in args if not a.startswith("-"))
+            print(
+                f"error: `ablate {command}` needs a command; see `ablate {command} --help`",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"error: {_one_line(exc.format_message())}", file=sys.stderr)
+        return getattr(exc, "exit_code", 2) or 2
+    except Exception as exc:
+        if _debugging():
+            raise
+        print(
+            f"error: {type(exc).__name__}: {_one_line(exc)} "
+            "(a bug or an environment problem; rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

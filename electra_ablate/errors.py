@@ -1,7 +1,9 @@
 """One error type for everything a user can get wrong.
 
 The CLI turns an ``AblateError`` into a single line on stderr and a non-zero exit code, so bad
-input (a malformed spec, a missing data file, a corrupt checkpoint) never shows a traceback.
+input (a malformed spec, a missing data file, a corrupt checkpoint) never shows a traceback:
+``InputError`` and its kinds exit 2 (the user's input needs fixing), anything else 1 (a failure
+while running).
 """
 
 from __future__ import annotations
@@ -18,22 +20,23 @@ class AblateError(Exception):
             self.exit_code = exit_code
 
 
-class SpecError(AblateError):
-    """The study spec (or a file it names) is invalid; exit code 2 like a usage error."""
+class InputError(AblateError):
+    """Bad input: an option, a file or folder, a checkpoint; exit code 2 like a usage error."""
 
     exit_code = 2
 
 
-class DataError(AblateError):
+class SpecError(InputError):
+    """The study spec (or a file it names) is invalid."""
+
+
+class DataError(InputError):
     """A data file, folder, task or hub dataset is missing or malformed."""
-
-    exit_code = 2
 
 
 class TrainingDiverged(AblateError):
-    """A loss became NaN/inf; the run stops and keeps its last good checkpoint."""
-
-    exit_code = 3
+    """A loss became NaN/inf; the run stops and keeps its last good checkpoint (exit 1, a
+    failure while running)."""
 
 
 def did_you_mean(name: str, choices: object) -> str:

@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save_file
 
 from electra_ablate.config import BackboneConfig
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import InputError
 from electra_ablate.kept import TOKENIZER_FILES, load_kept
 from electra_ablate.objective import KeptModel
 from electra_ablate.storage import atomic_dir, atomic_write_text
@@ -119,7 +119,7 @@ def hf_state_dict(kept: KeptModel) -> dict[str, torch.Tensor]:
 
 def _lookup(table: dict[str, str], module: str, name: str) -> str:
     if module not in table:
-        raise AblateError(f"cannot export tensor {name!r}: no Hugging Face ELECTRA equivalent")
+        raise InputError(f"cannot export tensor {name!r}: no Hugging Face ELECTRA equivalent")
     return table[module]
 
 
@@ -131,7 +131,7 @@ def tokenizer_config(tokenizer_json: Path, max_seq_len: int) -> dict[str, Any]:
     """
     normalizer = json.loads(tokenizer_json.read_text(encoding="utf-8")).get("normalizer") or {}
     if normalizer.get("type") != "BertNormalizer":
-        raise AblateError(
+        raise InputError(
             f"cannot export {tokenizer_json}: its normaliser is {normalizer.get('type')!r}, "
             "not the BertNormalizer a Hugging Face ELECTRA tokenizer uses"
         )
@@ -162,26 +162,26 @@ def export_hf(kept_dir: Path, out_dir: Path) -> Path:
     loaded = load_kept(kept_dir)
     for name in TOKENIZER_FILES:
         if not (loaded.tokenizer_dir / name).exists():
-            raise AblateError(f"cannot export {kept_dir}: tokenizer file {name} is missing")
+            raise InputError(f"cannot export {kept_dir}: tokenizer file {name} is missing")
     if out_dir.exists() and not out_dir.is_dir():
-        raise AblateError(f"cannot export to {out_dir}: it is a file, not a folder")
+        raise InputError(f"cannot export to {out_dir}: it is a file, not a folder")
     if out_dir.exists():
         foreign = sorted(p.name for p in out_dir.iterdir() if p.name not in EXPORTED_FILES)
         if foreign:
-            raise AblateError(
+            raise InputError(
                 f"refusing to replace {out_dir}: it holds files an export does not write "
                 f"({', '.join(foreign[:3])}); choose an empty or new --out"
             )
     cfg = loaded.model.encoder.cfg
     if cfg.layer_norm != "post":
-        raise AblateError(
+        raise InputError(
             f"cannot export {kept_dir}: it is a pre-LN encoder, and Hugging Face ELECTRA is "
             "post-LN only (export needs backbone layer_norm: post)"
         )
     tok_config = tokenizer_config(loaded.tokenizer_dir / "tokenizer.json", cfg.max_seq_len)
     vocab_lines = (loaded.tokenizer_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
     if len(vocab_lines) > cfg.vocab_size:
-        raise AblateError(
+        raise InputError(
             f"cannot export {kept_dir}: vocab.txt has {len(vocab_lines)} tokens but the model "
             f"only {cfg.vocab_size} embeddings"
         )

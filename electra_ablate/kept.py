@@ -18,7 +18,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from electra_ablate.config import BackboneConfig
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import InputError
 from electra_ablate.model import Encoder, MLMHead, TokenBinaryHead
 from electra_ablate.objective import KeptModel
 from electra_ablate.storage import atomic_dir, atomic_write_text
@@ -55,12 +55,12 @@ def load_kept(directory: Path) -> LoadedKept:
     meta_path, weights_path = directory / "kept.json", directory / "kept.safetensors"
     for path in (meta_path, weights_path):
         if not path.exists():
-            raise AblateError(f"not a checkpoint: {path} is missing")
+            raise InputError(f"not a checkpoint: {path} is missing")
     try:
         meta = json.loads(meta_path.read_text())
         tensors = load_file(str(weights_path))
     except (json.JSONDecodeError, SafetensorError, OSError) as exc:
-        raise AblateError(f"corrupt checkpoint {directory}: {exc}") from exc
+        raise InputError(f"corrupt checkpoint {directory}: {exc}") from exc
     cfg = BackboneConfig.model_validate(meta["backbone"])
     encoder = Encoder(cfg)
     head: torch.nn.Module
@@ -72,7 +72,5 @@ def load_kept(directory: Path) -> LoadedKept:
         encoder.load_state_dict({k[8:]: v for k, v in tensors.items() if k.startswith("encoder.")})
         head.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("head.")})
     except RuntimeError as exc:
-        raise AblateError(
-            f"corrupt checkpoint {directory}: weights do not match kept.json"
-        ) from exc
+        raise InputError(f"corrupt checkpoint {directory}: weights do not match kept.json") from exc
     return LoadedKept(KeptModel(encoder, meta["role"], head), meta, directory)

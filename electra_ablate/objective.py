@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from electra_ablate.config import BackboneConfig
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import AblateError, InputError
 from electra_ablate.model import Encoder
 from electra_ablate.tokens import SpecialTokens, Vocab
 
@@ -222,10 +222,9 @@ def get_objective(name: str) -> type[Objective]:
     if name not in objectives:
         from electra_ablate.errors import did_you_mean
 
-        raise AblateError(
+        raise InputError(
             f"unknown objective {name!r}{did_you_mean(name, objectives)}; "
-            f"registered: {', '.join(objectives)}",
-            exit_code=2,
+            f"registered: {', '.join(objectives)}"
         )
     return objectives[name]
 

@@ -17,7 +17,7 @@ from typing import Any
 import polars as pl
 
 from electra_ablate import paper
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import InputError
 from electra_ablate.plots import (
     curve_metrics,
     format_flops,
@@ -96,7 +96,7 @@ def _read_notes(path: Path) -> str:
     try:
         text = Path(path).read_text(encoding="utf-8").strip()
     except OSError as exc:
-        raise AblateError(f"cannot read notes {path}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot read notes {path}: {exc.strerror or exc}") from None
     return text if text.startswith("#") else f"## Discussion\n\n{text}"
 
 
@@ -107,7 +107,7 @@ def _read_study(run_dir: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise AblateError(f"{path} is not valid JSON: {exc}") from exc
+        raise InputError(f"{path} is not valid JSON: {exc}") from exc
 
 
 def _read_optional_table(path: Path) -> pl.DataFrame | None:

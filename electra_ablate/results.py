@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import InputError
 from electra_ablate.storage import atomic_file
 
 RESULTS_FILE = "results.parquet"
@@ -22,6 +22,7 @@ RESULTS_SCHEMA = pl.Schema(
     {
         "study": pl.String,
         "run_id": pl.String,
+        "variant": pl.String,
         "objective": pl.String,
         "label": pl.String,
         "pretrain_seed": pl.Int64,
@@ -35,6 +36,25 @@ RESULTS_SCHEMA = pl.Schema(
         "headline": pl.Boolean,
         "value": pl.Float64,
         "train_examples": pl.Int64,
+        "wall_s": pl.Float64,
+    }
+)
+
+OPTIONAL_COLUMNS = ("variant",)  # null unless the study has variants
+
+RUNS_SCHEMA = pl.Schema(
+    {
+        "run_id": pl.String,
+        "variant": pl.String,
+        "objective": pl.String,
+        "label": pl.String,
+        "pretrain_seed": pl.Int64,
+        "params_json": pl.String,
+        "status": pl.String,
+        "message": pl.String,
+        "steps": pl.Int64,
+        "flops_paper": pl.Float64,
+        "flops_standard": pl.Float64,
         "wall_s": pl.Float64,
     }
 )
@@ -55,6 +75,9 @@ def _as_frame(rows: pl.DataFrame | Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(list(rows))
     if frame.width == 0:
         return pl.DataFrame(schema=RESULTS_SCHEMA)
+    for name in OPTIONAL_COLUMNS:  # tables written before the column existed
+        if name not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=RESULTS_SCHEMA[name]).alias(name))
     missing = [name for name in RESULTS_SCHEMA if name not in frame.columns]
     if missing:
         raise ValueError(f"results rows lack columns {missing}")
@@ -83,16 +106,16 @@ def read_results(directory: Path) -> pl.DataFrame:
     """The results table of a study output directory, or a one-line error saying what to do."""
     path = Path(directory) / RESULTS_FILE
     if not path.is_file():
-        raise AblateError(f"no results in {directory}: run `ablate run SPEC` first")
+        raise InputError(f"no results in {directory}: run `ablate run SPEC` first")
     try:
         frame = pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
-        raise AblateError(f"cannot read {path}: {exc}") from exc
-    missing = [name for name in RESULTS_SCHEMA if name not in frame.columns]
+        raise InputError(f"cannot read {path}: {exc}") from exc
+    missing = [n for n in RESULTS_SCHEMA if n not in frame.columns and n not in OPTIONAL_COLUMNS]
     if missing:
-        raise AblateError(f"{path} lacks columns {', '.join(missing)}")
+        raise InputError(f"{path} lacks columns {', '.join(missing)}")
     if frame.is_empty():
-        raise AblateError(
+        raise InputError(
             f"no results in {directory} ({RESULTS_FILE} is empty): run `ablate run SPEC` first"
         )
     return _as_frame(frame)

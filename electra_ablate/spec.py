@@ -1,23 +1,42 @@
 """Study specs: one YAML file says what to pre-train, on what, for how much compute, and how to
-fine-tune it. Validated by pydantic (unknown keys are errors); objective params are validated
-against each objective's own Params model, so an error points at the exact field, e.g.
+fine-tune it. Validated by pydantic (unknown keys are errors) down to objective params and the
+fine-tuning recipe, so an error points at the exact field, e.g.
 ``objectives[1].params.generator_size: Input should be less than or equal to 1``.
+
+Two ways to change a spec without editing it, both with the same dotted paths:
+``--set pretrain.learning_rate=5e-4`` on the command line, and ``variants`` inside the spec,
+each a named set of changes; a study runs every objective under every variant (a recipe
+sweep applied identically to all objectives).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from electra_ablate.config import BackboneConfig, preset
 from electra_ablate.data.config import DataSpec
-from electra_ablate.errors import AblateError, SpecError
-from electra_ablate.objective import PriorKind, available_objectives
+from electra_ablate.data.tasks import GLUE_TASKS
+from electra_ablate.errors import AblateError, SpecError, did_you_mean
+from electra_ablate.finetune.recipe import FinetuneRecipe
+
+PriorKind = Literal["mlm", "generator", "detection"]  # = objective.PriorKind (no torch here)
 
 
 class Strict(BaseModel):
@@ -28,10 +47,19 @@ class BackboneSpec(Strict):
     preset: Literal["micro", "tiny", "small", "base", "large"] = "tiny"
     overrides: dict[str, Any] = Field(default_factory=dict, description="BackboneConfig fields")
 
-    @model_validator(mode="after")
-    def _overrides_are_valid(self) -> BackboneSpec:
-        preset(self.preset).with_overrides(**self.overrides)
-        return self
+    @field_validator("overrides")
+    @classmethod
+    def _overrides_are_valid(cls, overrides: dict[str, Any], info: ValidationInfo) -> dict:
+        fields = BackboneConfig.model_fields
+        for key in overrides:
+            if key not in fields:
+                raise ValueError(f"unknown field {key!r}{did_you_mean(key, fields)}")
+        if "preset" in info.data:
+            try:
+                preset(info.data["preset"]).with_overrides(**overrides)
+            except ValidationError as exc:
+                raise ValueError(format_validation_error(exc)) from None
+        return overrides
 
 
 class BudgetSpec(Strict):
@@ -59,29 +87,36 @@ class PretrainSpec(Strict):
     batch_size: int = Field(128, gt=0)
     learning_rate: float = Field(5e-4, gt=0)
     warmup_fraction: float = Field(0.01, ge=0, lt=1)
+    schedule: Literal["linear", "cosine", "constant"] = Field(
+        "linear", description="decay after warm-up: linear to zero (BERT, ELECTRA), cosine, none"
+    )
     weight_decay: float = Field(0.01, ge=0)
     adam_betas: tuple[float, float] = (0.9, 0.999)
     adam_eps: float = Field(1e-6, gt=0)
     grad_clip: float = Field(1.0, gt=0)
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
-    log_every: int = Field(50, gt=0)
-    eval_batches: int = Field(8, ge=0, description="held-out batches evaluated at checkpoints")
-    resume_every: int = Field(
-        200, ge=0, description="steps between resumable states (0: only at checkpoints)"
-    )
-    num_threads: int | None = Field(None, gt=0)
-    compile: bool = Field(False, description="torch.compile (opt-in: slow to compile on CPU)")
     prior_bias: list[PriorKind] = Field(
         default_factory=list,
         description="output biases that start at the data's priors instead of zero (the "
         "original code's init): mlm heads at log token frequencies, the generator's too, "
         "detection heads at the base replaced rate. A deviation; every report states it",
     )
+    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    # Below: how a run reports and where it runs. None of it changes the trained weights, so
+    # none of it is part of a run's identity (study.plan.IDENTITY_EXCLUDED).
+    log_every: int = Field(50, gt=0)
+    eval_batches: int = Field(8, ge=0, description="held-out batches evaluated at checkpoints")
+    resume_every: int = Field(
+        200, ge=0, description="steps between resumable states (0: only at checkpoints)"
+    )
+    num_threads: int | None = Field(None, gt=0)
+    tensorboard: bool = Field(
+        False, description="also log every metric to <run>/tensorboard (needs the extra)"
+    )
 
 
 class ObjectiveEntry(Strict):
     name: str
-    label: str | None = None
+    label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.=-]+$")
     params: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -92,14 +127,54 @@ class ObjectiveEntry(Strict):
 class FinetuneSpec(Strict):
     tasks: list[str] = Field(min_length=1)
     seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
-    caps: dict[str, int] = Field(default_factory=dict, description="max training examples per task")
-    eval_caps: dict[str, int] = Field(
+    caps: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="max training examples per task"
+    )
+    eval_caps: dict[str, PositiveInt] = Field(
         default_factory=dict, description="max eval examples per task"
     )
-    recipe: dict[str, Any] = Field(default_factory=dict, description="FinetuneRecipe overrides")
+    recipe: FinetuneRecipe = Field(default_factory=FinetuneRecipe)
     checkpoints: list[float] | None = Field(
         None, description="fractions to fine-tune (default all)"
     )
+    baseline: bool = Field(
+        True, description="also fine-tune a freshly initialised encoder: the no-pre-training row"
+    )
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, tasks: list[str]) -> list[str]:
+        for task in tasks:
+            check_task_name(task)
+        return tasks
+
+    @field_validator("caps", "eval_caps")
+    @classmethod
+    def _caps_name_known_tasks(cls, caps: dict[str, int]) -> dict[str, int]:
+        for task in caps:  # a cap on a task not fine-tuned is harmless, a misspelt one is not
+            check_task_name(task)
+        return caps
+
+    def resolved_recipe(self) -> FinetuneRecipe:
+        """The recipe with ``caps`` merged into its training caps (``caps`` wins)."""
+        caps = {**self.recipe.train_caps, **self.caps}
+        return self.recipe.model_copy(update={"train_caps": caps})
+
+
+def check_task_name(task: str) -> None:
+    if task not in GLUE_TASKS:
+        raise ValueError(
+            f"unknown GLUE task {task!r}{did_you_mean(task, GLUE_TASKS)}; "
+            f"choose from {', '.join(GLUE_TASKS)}"
+        )
+
+
+class VariantSpec(Strict):
+    """A named set of changes to the spec, as ``--set`` paths, e.g.
+    ``{label: hot, set: {pretrain.learning_rate: 1.0e-3}}``."""
+
+    label: str = Field(pattern=r"^[A-Za-z0-9_.=-]+$")
+    set: dict[str, Any] = Field(default_factory=dict)
 
 
 class StudySpec(Strict):
@@ -110,17 +185,26 @@ class StudySpec(Strict):
     budget: BudgetSpec
     pretrain: PretrainSpec = Field(default_factory=PretrainSpec)
     objectives: list[ObjectiveEntry] = Field(min_length=1)
-    finetune: FinetuneSpec
+    finetune: FinetuneSpec | None = Field(
+        None, description="GLUE fine-tuning; leave out for a pre-training-only study"
+    )
+    variants: list[VariantSpec] = Field(
+        default_factory=list, description="named sets of changes; every objective runs under each"
+    )
     device: Literal["auto", "cpu", "cuda"] = "auto"
 
     spec_dir: Path = Field(default=Path("."), exclude=True)
 
     @model_validator(mode="after")
     def _labels_unique(self) -> StudySpec:
+        for what, labels in (
+            ("objective", [o.display for o in self.objectives]),
+            ("variant", [v.label for v in self.variants]),
+        ):
+            repeated = sorted({x for x in labels if labels.count(x) > 1})
+            if repeated:
+                raise ValueError(f"{what} labels must be unique; repeated: {', '.join(repeated)}")
         labels = [o.display for o in self.objectives]
-        duplicates = sorted({x for x in labels if labels.count(x) > 1})
-        if duplicates:
-            raise ValueError(f"objective labels must be unique; repeated: {', '.join(duplicates)}")
         if self.budget.steps_of is not None and self.budget.steps_of not in labels:
             raise ValueError(f"budget.steps_of {self.budget.steps_of!r} is not an objective label")
         return self
@@ -130,6 +214,85 @@ class StudySpec(Strict):
         if vocab_size is not None:
             overrides["vocab_size"] = vocab_size
         return preset(self.backbone.preset).with_overrides(**overrides)
+
+    def variant_specs(self) -> list[tuple[str | None, StudySpec]]:
+        """``[(None, self)]``, or each variant's label and its resolved spec (no variants)."""
+        if not self.variants:
+            return [(None, self)]
+        base = self.model_dump(exclude={"variants"})
+        out = []
+        for i, variant in enumerate(self.variants):
+            try:
+                raw = apply_overrides(base, variant.set)
+                spec = StudySpec.model_validate({**raw, "spec_dir": self.spec_dir})
+            except (ValueError, ValidationError) as exc:
+                where = f"variants[{i}] ({variant.label})"
+                if isinstance(exc, ValidationError):
+                    message = format_validation_error(exc, root=StudySpec)
+                    raise ValueError(f"{where}: {message}") from None
+                raise ValueError(f"{where}: {exc}") from None
+            out.append((variant.label, spec))
+        return out
+
+
+# ------------------------------------------------------------------ dotted-path overrides
+
+_PATH_PART = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)|\[(\d+)\]")
+
+
+def split_path(path: str) -> list[str | int]:
+    """``objectives[1].params.generator_size`` -> ``["objectives", 1, "params", ...]``."""
+    parts: list[str | int] = []
+    for piece in path.split("."):
+        matches = list(_PATH_PART.finditer(piece))
+        whole = sum(len(m.group(0)) for m in matches) == len(piece)
+        if not matches or matches[0].group(1) is None or not whole:
+            raise ValueError(f"cannot read the path {path!r}")
+        parts += [m.group(1) if m.group(1) else int(m.group(2)) for m in matches]
+    return parts
+
+
+def apply_overrides(tree: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``tree`` with each dotted path set to its value (missing mappings created)."""
+    out = copy.deepcopy(dict(tree))
+    for path, value in overrides.items():
+        parts = split_path(path)
+        node: Any = out
+        for here, key in enumerate(parts):
+            last = here == len(parts) - 1
+            shown = ".".join(str(p) for p in parts[: here + 1])
+            if isinstance(key, int):
+                if not isinstance(node, list) or not -len(node) <= key < len(node):
+                    raise ValueError(f"{path}: {shown} is not an item of a list")
+            elif not isinstance(node, dict):
+                raise ValueError(f"{path}: {shown} is inside something that is not a mapping")
+            if last:
+                node[key] = value
+            else:
+                if isinstance(key, str) and node.get(key) is None:
+                    node[key] = {}
+                node = node[key]
+    return out
+
+
+def parse_set_options(items: Iterable[str]) -> dict[str, Any]:
+    """``--set path=value`` options as a mapping; values are read as YAML (``5e-4``, ``true``,
+    ``[0, 1]``)."""
+    overrides: dict[str, Any] = {}
+    for item in items:
+        path, sep, raw = item.partition("=")
+        if not sep or not path.strip():
+            raise SpecError(
+                f"--set {item!r}: expected PATH=VALUE, e.g. pretrain.learning_rate=5e-4"
+            )
+        try:
+            overrides[path.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise SpecError(f"--set {item!r}: the value is not valid YAML") from None
+    return overrides
+
+
+# ---------------------------------------------------------------------------- errors
 
 
 def format_location(loc: tuple[Any, ...]) -> str:
@@ -142,22 +305,52 @@ def format_location(loc: tuple[Any, ...]) -> str:
     return out
 
 
-def format_validation_error(exc: ValidationError, prefix: tuple[Any, ...] = ()) -> str:
-    """All of pydantic's errors on one line, each as ``field.path: message``."""
+def format_validation_error(
+    exc: ValidationError, prefix: tuple[Any, ...] = (), root: type[BaseModel] | None = None
+) -> str:
+    """All of pydantic's errors on one line, each as ``field.path: message``; an unknown key
+    gets a "did you mean" when ``root`` (the model validated) has a close field name."""
     parts = []
     for err in exc.errors():
-        loc = format_location(prefix + tuple(err["loc"]))
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        where = format_location(prefix + loc)
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"{loc}: {msg}" if loc else msg)
+        if err["type"] == "extra_forbidden" and loc:
+            parent = _model_at(root, loc[:-1]) if root is not None else None
+            hint = did_you_mean(loc[-1], parent.model_fields) if parent is not None else ""
+            msg = f"unknown key{hint}"
+        parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts)
 
+
+def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model class found at ``loc`` inside ``model`` (lists, dicts and optionals
+    looked through), or None."""
+    import typing
+
+    for part in loc:
+        if isinstance(part, int):
+            continue  # an item of the list whose item type ``model`` already is
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            return None
+        field = model.model_fields.get(part)
+        if field is None:
+            return None
+        model = field.annotation
+        while typing.get_origin(model) is not None:  # list[X], X | None, dict[str, X]
+            args = [a for a in typing.get_args(model) if a is not type(None)]
+            model = args[-1] if args else None
+    return model if isinstance(model, type) and issubclass(model, BaseModel) else None
+
+
+# ------------------------------------------------------------------------- loading
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def expand_env(value: Any) -> Any:
-    """Expand ``${VAR}`` in every string; an unset variable stays as written (data code
-    reports it by name)."""
+    """Expand ``${VAR}`` in every string; an unset variable stays as written (``unset_env``
+    finds it, so ``validate`` and ``run`` can name it)."""
     if isinstance(value, str):
         return _ENV.sub(lambda m: os.environ.get(m.group(1), m.group(0)), value)
     if isinstance(value, list):
@@ -165,6 +358,19 @@ def expand_env(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: expand_env(v) for k, v in value.items()}
     return value
+
+
+def unset_env(value: Any, where: str = "") -> list[tuple[str, str]]:
+    """``(variable, field path)`` of every ``${VAR}`` left unexpanded."""
+    if isinstance(value, str):
+        return [(m.group(1), where) for m in _ENV.finditer(value)]
+    if isinstance(value, list):
+        return [hit for i, v in enumerate(value) for hit in unset_env(v, f"{where}[{i}]")]
+    if isinstance(value, dict):
+        return [
+            hit for k, v in value.items() for hit in unset_env(v, f"{where}.{k}" if where else k)
+        ]
+    return []
 
 
 def read_yaml(path: Path) -> dict[str, Any]:
@@ -187,17 +393,39 @@ def read_yaml(path: Path) -> dict[str, Any]:
     return raw
 
 
-def parse_spec(raw: dict[str, Any], spec_dir: Path = Path("."), source: str = "spec") -> StudySpec:
+def parse_spec(
+    raw: dict[str, Any],
+    spec_dir: Path = Path("."),
+    source: str = "spec",
+    overrides: Mapping[str, Any] | None = None,
+    check_data: bool = False,
+) -> StudySpec:
+    """Validate ``raw`` (after ``overrides``) completely: fields, objectives and their params,
+    every variant; with ``check_data`` also environment variables and data paths."""
+    expanded = expand_env(raw)
     try:
-        spec = StudySpec.model_validate({**expand_env(raw), "spec_dir": spec_dir})
+        expanded = apply_overrides(expanded, overrides or {})
+    except ValueError as exc:
+        raise SpecError(f"{source}: --set {exc}") from None
+    try:
+        spec = StudySpec.model_validate({**expanded, "spec_dir": spec_dir})
+        variants = spec.variant_specs()
     except ValidationError as exc:
-        raise SpecError(f"{source}: {format_validation_error(exc)}") from None
-    check_objectives(spec, source)
+        raise SpecError(f"{source}: {format_validation_error(exc, root=StudySpec)}") from None
+    except ValueError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    for label, variant in variants:
+        where = source if label is None else f"{source}: variant {label}"
+        check_objectives(variant, where)
+        if check_data:
+            check_data_sources(variant, where)
     return spec
 
 
 def check_objectives(spec: StudySpec, source: str) -> None:
     """Each objective name must be registered and its params valid for that objective."""
+    from electra_ablate.objective import available_objectives
+
     try:
         registered = available_objectives()
     except AblateError as exc:
@@ -205,18 +433,49 @@ def check_objectives(spec: StudySpec, source: str) -> None:
     for i, entry in enumerate(spec.objectives):
         if entry.name not in registered:
             raise SpecError(
-                f"{source}: objectives[{i}].name: unknown objective {entry.name!r} "
-                f"(registered: {', '.join(registered)})"
+                f"{source}: objectives[{i}].name: unknown objective {entry.name!r}"
+                f"{did_you_mean(entry.name, registered)} (registered: {', '.join(registered)})"
             )
         params_model = registered[entry.name].Params
         try:
             params_model.model_validate(entry.params)
         except ValidationError as exc:
-            raise SpecError(
-                f"{source}: {format_validation_error(exc, ('objectives', i, 'params'))}"
-            ) from None
+            where = ("objectives", i, "params")
+            message = format_validation_error(exc, where, root=params_model)
+            raise SpecError(f"{source}: {message}") from None
 
 
-def load_spec(path: Path | str) -> StudySpec:
+def check_data_sources(spec: StudySpec, source: str) -> None:
+    """What ``run`` would otherwise reject minutes later: unset ``${VAR}``s, corpus paths that
+    match nothing, a missing vocab file, GLUE tasks not found where the spec points."""
+    from electra_ablate.data.corpus import corpus_source
+    from electra_ablate.data.glue import check_glue_task
+    from electra_ablate.data.paths import resolve_path
+
+    dumped = spec.model_dump(mode="json")
+    for variable, where in unset_env(dumped):
+        raise SpecError(f"{source}: {where} uses ${{{variable}}}, which is not set")
+    try:
+        if spec.data.corpus.paths:
+            corpus_source(spec.data.corpus, spec.spec_dir)
+        vocab_file = spec.data.tokenizer.vocab_file
+        if vocab_file is not None and not resolve_path(vocab_file, spec.spec_dir).is_file():
+            raise SpecError(f"data.tokenizer.vocab_file: {vocab_file} does not exist")
+        if spec.finetune is not None:
+            for task in spec.finetune.tasks:
+                check_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
+    except AblateError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+
+
+def load_spec(
+    path: Path | str, overrides: Mapping[str, Any] | None = None, check_data: bool = False
+) -> StudySpec:
     path = Path(path)
-    return parse_spec(read_yaml(path), spec_dir=path.resolve().parent, source=str(path))
+    return parse_spec(
+        read_yaml(path),
+        spec_dir=path.resolve().parent,
+        source=str(path),
+        overrides=overrides,
+        check_data=check_data,
+    )

@@ -7,8 +7,9 @@ from pathlib import Path
 import torch
 
 from electra_ablate.config import preset
-from electra_ablate.engine import Distributed, Trainer, plan_run
+from electra_ablate.engine import Distributed, PretrainRun, Trainer, plan_run
 from electra_ablate.flops import stage_step_flops
+from electra_ablate.layout import RunLayout
 from electra_ablate.model import Encoder, MLMHead, gather_positions
 from electra_ablate.objective import (
     KeptModel,
@@ -70,19 +71,17 @@ def make_trainer(
     plan = plan_run(objective, steps_of_budget * per_step, "paper", batch_size, SEQ, [0.5, 1.0])
     tokenizer_dir = run_dir / "tok"
     tokenizer_dir.mkdir(parents=True, exist_ok=True)
-    return Trainer(
-        objective,
-        SyntheticBatches(batch_size),
-        SyntheticBatches(batch_size, seed=99),
-        spec,
-        plan,
-        run_dir,
+    run = PretrainRun(
+        spec=spec,
+        plan=plan,
+        layout=RunLayout(run_dir),
         seed=0,
-        device=torch.device("cpu"),
+        train_batches=SyntheticBatches(batch_size),
+        heldout_batches=SyntheticBatches(batch_size, seed=99),
         tokenizer_dir=tokenizer_dir,
         meta={"objective": objective_name},
-        progress=False,
     )
+    return Trainer(objective, run, torch.device("cpu"), progress=False)
 
 
 class DeterministicMLM(Objective):
@@ -132,17 +131,13 @@ def deterministic_trainer(run_dir: Path, global_batch: int, rank: int, world_siz
     tokenizer_dir.mkdir(parents=True, exist_ok=True)
     local = global_batch // world_size
     dist_ctx = Distributed.from_env(torch.device("cpu"))
-    return Trainer(
-        objective,
-        SyntheticBatches(local, rank=rank, world_size=world_size),
-        None,
-        spec,
-        plan,
-        run_dir,
+    run = PretrainRun(
+        spec=spec,
+        plan=plan,
+        layout=RunLayout(run_dir),
         seed=0,
-        device=torch.device("cpu"),
+        train_batches=SyntheticBatches(local, rank=rank, world_size=world_size),
+        heldout_batches=None,
         tokenizer_dir=tokenizer_dir,
-        meta={},
-        dist_ctx=dist_ctx,
-        progress=False,
     )
+    return Trainer(objective, run, torch.device("cpu"), dist_ctx, progress=False)

@@ -117,14 +117,14 @@ class Crash(Exception):
 def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, name):
     make_trainer(tmp_path / "a", name).train()
     crashing = make_trainer(tmp_path / "b", name)
-    real_batch = crashing.train_batches.batch
+    real_batch = crashing.run.train_batches.batch
 
     def crash_at_8(step):
         if step == 8:
             raise Crash
         return real_batch(step)
 
-    crashing.train_batches.batch = crash_at_8
+    crashing.run.train_batches.batch = crash_at_8
     with pytest.raises(Crash):
         crashing.train()
     assert sorted(p.name for p in (tmp_path / "b" / "states").glob("step-*"))  # something saved
@@ -135,8 +135,8 @@ def test_resume_after_a_crash_reproduces_the_uninterrupted_run(tmp_path, name):
 def test_a_corrupt_newest_state_falls_back_to_the_previous_one(tmp_path, capsys):
     make_trainer(tmp_path / "a").train()
     crashing = make_trainer(tmp_path / "b")
-    real_batch = crashing.train_batches.batch
-    crashing.train_batches.batch = lambda s: (
+    real_batch = crashing.run.train_batches.batch
+    crashing.run.train_batches.batch = lambda s: (
         (_ for _ in ()).throw(Crash) if s == 10 else real_batch(s)
     )
     with pytest.raises(Crash):

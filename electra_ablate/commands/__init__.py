@@ -1,9 +1,19 @@
-"""CLI command modules; each exposes ``register(app)``. A command is listed here once it works."""
+"""CLI command modules; each exposes ``register(app)`` and imports heavy libraries only inside
+its commands, so that the CLI answers at once until a command really runs."""
 
 from __future__ import annotations
 
 from types import ModuleType
 
-from electra_ablate.commands import data, export, finetune, flops, report, run
+from electra_ablate.commands import (
+    data,
+    export,
+    finetune,
+    flops,
+    objectives,
+    report,
+    run,
+    spec,
+)
 
-COMMAND_MODULES: list[ModuleType] = [run, report, finetune, export, data, flops]
+COMMAND_MODULES: list[ModuleType] = [run, report, finetune, export, data, flops, objectives, spec]

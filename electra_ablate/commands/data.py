@@ -6,13 +6,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import numpy as np
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from electra_ablate.data.glue import encode_glue, load_glue_task
-from electra_ablate.data.pretraining import prepare_pretraining
+from electra_ablate.commands.spec import SET_HELP
 
 
 def register(app: typer.Typer) -> None:
@@ -20,12 +16,21 @@ def register(app: typer.Typer) -> None:
     app.add_typer(data_app, name="data")
 
     @data_app.command("prepare")
-    def prepare_command(spec: Path = typer.Argument(..., help="study spec (YAML)")) -> None:
+    def prepare_command(
+        spec: Path = typer.Argument(..., help="study spec (YAML)"),
+        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+    ) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's GLUE
         tasks; everything is cached, so a later run starts at once."""
-        from electra_ablate.spec import load_spec
+        import numpy as np
+        from rich.console import Console
+        from rich.table import Table
 
-        study = load_spec(spec)
+        from electra_ablate.data.glue import encode_glue, load_glue_task
+        from electra_ablate.data.pretraining import prepare_pretraining
+        from electra_ablate.spec import load_spec, parse_set_options
+
+        study = load_spec(spec, parse_set_options(set_), check_data=True)
         progress = sys.stderr.isatty()
         max_seq_len = study.backbone_config().max_seq_len
         data = prepare_pretraining(
@@ -41,7 +46,7 @@ def register(app: typer.Typer) -> None:
         corpus.add_row("tokenizer", str(data.tokenizer_dir), "")
 
         glue = Table("GLUE task", "train rows", "validation rows", "mean tokens", "metric")
-        for task in study.finetune.tasks:
+        for task in study.finetune.tasks if study.finetune else []:
             splits = load_glue_task(study.data.glue, task, spec_dir=study.spec_dir)
             encoded = encode_glue(task, splits, data.tokenizer_dir, max_len=max_seq_len)
             glue.add_row(

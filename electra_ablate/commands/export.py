@@ -8,8 +8,6 @@ from pathlib import Path
 
 import typer
 
-from electra_ablate.export import export_hf
-
 
 class ExportFormat(str, Enum):
     hf = "hf"
@@ -23,6 +21,8 @@ def register(app: typer.Typer) -> None:
         fmt: ExportFormat = typer.Option(ExportFormat.hf, "--format", help="output format"),
     ) -> None:
         """Export a pre-trained encoder, e.g. for ElectraForPreTraining.from_pretrained(OUT)."""
+        from electra_ablate.export import export_hf
+
         written = export_hf(checkpoint, out)
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         typer.echo(f"exported {checkpoint} to {written} ({fmt.value}: {architecture})")

@@ -11,21 +11,19 @@ import json
 import os
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 import typer
-from pydantic import ValidationError
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from electra_ablate.data.glue import EncodedGlue, encode_glue, glue_task, load_glue_task
-from electra_ablate.errors import AblateError
-from electra_ablate.finetune import FinetuneRecipe, finetune_task, supported_max_len
-from electra_ablate.kept import LoadedKept, load_kept
-from electra_ablate.metrics import glue_score, headline_metric, summarise_seeds
-from electra_ablate.model import init_weights
+from electra_ablate.data.tasks import glue_task
+from electra_ablate.errors import InputError
+from electra_ablate.finetune.recipe import FinetuneRecipe
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
+
+    from electra_ablate.data.glue import EncodedGlue
+    from electra_ablate.kept import LoadedKept
 
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
 RUN_FIELDS = ("train_examples", "epochs", "train_seconds", "wall_seconds")
@@ -86,6 +84,16 @@ def finetune_checkpoint(
     ``from_scratch`` keeps the checkpoint's architecture and tokenizer but draws fresh weights
     (seeded), so the same command measures what pre-training bought over none.
     """
+    import torch
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from electra_ablate.data.glue import encode_glue, load_glue_task
+    from electra_ablate.finetune import supported_max_len
+    from electra_ablate.kept import load_kept
+    from electra_ablate.metrics import glue_score
+    from electra_ablate.model import init_weights
+
     kept = load_kept(checkpoint)
     if from_scratch:
         torch.manual_seed(0)
@@ -93,7 +101,7 @@ def finetune_checkpoint(
         kept.model.encoder.apply(partial(init_weights, std=std))
         kept.model.head.apply(partial(init_weights, std=std))
     if not (kept.tokenizer_dir / "tokenizer.json").is_file():
-        raise AblateError(f"checkpoint {checkpoint} has no tokenizer.json to encode GLUE with")
+        raise InputError(f"checkpoint {checkpoint} has no tokenizer.json to encode GLUE with")
     max_len = supported_max_len(recipe, kept.model.encoder.cfg)
     err = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
@@ -127,6 +135,8 @@ def _finetune_one(
     device: str,
     bar: Progress,
 ) -> dict[str, float]:
+    from electra_ablate.finetune import finetune_task
+
     job = bar.add_task(f"{encoded.task.name} seed {seed}", total=None)
 
     def advance(done: int, total: int) -> None:
@@ -139,6 +149,8 @@ def _finetune_one(
 
 
 def _summarise(task: str, runs: list[dict[str, float]], eval_examples: int) -> dict[str, Any]:
+    from electra_ablate.metrics import headline_metric, summarise_seeds
+
     metrics = [key for key in runs[0] if key not in RUN_FIELDS]
     return {
         "headline": headline_metric(task),
@@ -157,6 +169,9 @@ def _summarise(task: str, runs: list[dict[str, float]], eval_examples: int) -> d
 
 
 def _print_table(report: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     n_seeds = len(report["seeds"])
     table = Table("task", "metric")
     table.add_column("median", justify="right")
@@ -185,7 +200,7 @@ def _split(raw: str) -> list[str]:
 
 def _known_tasks(names: list[str]) -> list[str]:
     if not names:
-        raise AblateError("--tasks is empty")
+        raise InputError("--tasks is empty")
     return [glue_task(name).name for name in names]
 
 
@@ -193,9 +208,9 @@ def _seeds(raw: str) -> list[int]:
     try:
         seeds = [int(part) for part in _split(raw)]
     except ValueError:
-        raise AblateError(f"--seeds must be comma-separated integers, got {raw!r}") from None
+        raise InputError(f"--seeds must be comma-separated integers, got {raw!r}") from None
     if not seeds:
-        raise AblateError("--seeds is empty")
+        raise InputError("--seeds is empty")
     return seeds
 
 
@@ -204,7 +219,7 @@ def _glue_source(glue: str | None) -> str:
         return glue
     data_dir = os.environ.get("ABLATE_DATA_DIR")
     if not data_dir:
-        raise AblateError("no GLUE data: pass --glue DIR (or --glue hub) or set ABLATE_DATA_DIR")
+        raise InputError("no GLUE data: pass --glue DIR (or --glue hub) or set ABLATE_DATA_DIR")
     return str(Path(data_dir) / "glue")
 
 
@@ -216,7 +231,7 @@ def _caps(raw: str, tasks: list[str]) -> dict[str, int]:
         pairs = (item.split("=", 1) for item in _split(raw))
         return {task.strip(): int(n) for task, n in pairs}
     except ValueError:
-        raise AblateError(f"--cap {raw!r}: give N or task=N,task=N with whole numbers") from None
+        raise InputError(f"--cap {raw!r}: give N or task=N,task=N with whole numbers") from None
 
 
 def _recipe(
@@ -229,16 +244,20 @@ def _recipe(
         overrides |= {"epochs": epochs, "task_epochs": {}}
     if lr is not None:
         overrides["lr"] = lr
+    from pydantic import ValidationError
+
     try:
         return FinetuneRecipe(**overrides)
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise AblateError(f"--{error['loc'][0]}: {error['msg']}") from None
+        raise InputError(f"--{error['loc'][0]}: {error['msg']}") from None
 
 
 def _device(device: str) -> str:
+    import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise AblateError(f"--device {device!r}: choose auto or cpu, or cuda when a GPU is visible")
+        raise InputError(f"--device {device!r}: choose auto or cpu, or cuda when a GPU is visible")
     return device

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import typer
 
-from electra_ablate.errors import AblateError
-from electra_ablate.report import write_report
-from electra_ablate.results import RESULTS_FILE
+from electra_ablate.errors import InputError
+
+RESULTS_FILE = "results.parquet"
 
 RUNS_ROOT = Path("runs")
 
@@ -17,7 +17,7 @@ def latest_study_dir(root: Path = RUNS_ROOT) -> Path:
     """The study directory under ``root`` whose results were written last."""
     candidates = [d for d in root.glob("*") if (d / RESULTS_FILE).is_file()]
     if not candidates:
-        raise AblateError(
+        raise InputError(
             f"no study results under {root}/: pass DIR, or run `ablate run SPEC` first"
         )
     return max(candidates, key=lambda d: ((d / RESULTS_FILE).stat().st_mtime, d.name))
@@ -37,5 +37,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Write report.md with GLUE-vs-FLOPs plots, per-task tables and the paper's numbers."""
+        from electra_ablate.report import write_report
+
         directory = run_dir if run_dir is not None else latest_study_dir()
         typer.echo(str(write_report(directory, out, notes)))

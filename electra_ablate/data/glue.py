@@ -20,123 +20,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from electra_ablate.data.paths import resolve_path
+from electra_ablate.data.tasks import GLUE_TASKS, GlueTask, glue_task
 from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.errors import DataError
 
+__all__ = ["GLUE_TASKS", "GlueTask", "glue_task", "load_glue_task", "encode_glue"]
+
 HUB_DATASET = "nyu-mll/glue"
-
-
-@dataclass(frozen=True)
-class GlueTask:
-    name: str
-    """Hub config name, also the folder name in the parquet layout."""
-    tsv_dir: str
-    text_fields: tuple[str, ...]
-    num_labels: int
-    """1 for regression (STS-B)."""
-    metrics: tuple[str, ...]
-    """The first is the task's score; the rest are reported beside it."""
-    tsv_columns: tuple[str | int, ...]
-    """Where ``text_fields`` + label sit in the tsv: header names, or indices without a header."""
-    tsv_header: bool = True
-    label_names: tuple[str, ...] | None = None
-    """tsv labels written as words, in the order of the hub's label ids."""
-    validation_split: str = "validation"
-    tsv_dev_file: str = "dev.tsv"
-
-    @property
-    def is_regression(self) -> bool:
-        return self.num_labels == 1
-
-    @property
-    def metric(self) -> str:
-        return self.metrics[0]
-
-    def features(self) -> datasets.Features:
-        label = datasets.Value("float32" if self.is_regression else "int64")
-        text = {field: datasets.Value("string") for field in self.text_fields}
-        return datasets.Features({**text, "label": label, "idx": datasets.Value("int32")})
-
-
-_ENTAILMENT = ("entailment", "not_entailment")
-
-GLUE_TASKS: dict[str, GlueTask] = {
-    t.name: t
-    for t in (
-        GlueTask("cola", "CoLA", ("sentence",), 2, ("matthews",), (3, 1), tsv_header=False),
-        GlueTask("sst2", "SST-2", ("sentence",), 2, ("accuracy",), ("sentence", "label")),
-        GlueTask(
-            "mrpc",
-            "MRPC",
-            ("sentence1", "sentence2"),
-            2,
-            ("accuracy", "f1"),
-            ("#1 String", "#2 String", "Quality"),
-        ),
-        GlueTask(
-            "stsb",
-            "STS-B",
-            ("sentence1", "sentence2"),
-            1,
-            ("spearman",),
-            ("sentence1", "sentence2", "score"),
-        ),
-        GlueTask(
-            "qqp",
-            "QQP",
-            ("question1", "question2"),
-            2,
-            ("accuracy", "f1"),
-            ("question1", "question2", "is_duplicate"),
-        ),
-        GlueTask(
-            "mnli",
-            "MNLI",
-            ("premise", "hypothesis"),
-            3,
-            ("accuracy",),
-            ("sentence1", "sentence2", "gold_label"),
-            label_names=("entailment", "neutral", "contradiction"),
-            validation_split="validation_matched",
-            tsv_dev_file="dev_matched.tsv",
-        ),
-        GlueTask(
-            "qnli",
-            "QNLI",
-            ("question", "sentence"),
-            2,
-            ("accuracy",),
-            ("question", "sentence", "label"),
-            label_names=_ENTAILMENT,
-        ),
-        GlueTask(
-            "rte",
-            "RTE",
-            ("sentence1", "sentence2"),
-            2,
-            ("accuracy",),
-            ("sentence1", "sentence2", "label"),
-            label_names=_ENTAILMENT,
-        ),
-        GlueTask(
-            "wnli",
-            "WNLI",
-            ("sentence1", "sentence2"),
-            2,
-            ("accuracy",),
-            ("sentence1", "sentence2", "label"),
-        ),
-    )
-}
-
-
-def glue_task(name: str) -> GlueTask:
-    try:
-        return GLUE_TASKS[name]
-    except KeyError:
-        raise DataError(
-            f"unknown GLUE task {name!r}; choose from {', '.join(GLUE_TASKS)}"
-        ) from None
 
 
 def load_glue_task(
@@ -144,27 +34,55 @@ def load_glue_task(
 ) -> dict[str, datasets.Dataset]:
     """``{"train", "validation"}`` of ``task`` from ``source``: ``"hub"`` or a local folder."""
     spec = glue_task(task)
-    if source == "hub":
+    layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
+    if layout == "hub":
         splits = _from_hub(spec)
+    elif layout == "parquet":
+        splits = _from_parquet(spec, folder)
     else:
-        folder = resolve_path(source, spec_dir)
-        if not folder.is_dir():
-            raise DataError(f"GLUE folder {folder} does not exist")
-        if (folder / spec.name).is_dir():
-            splits = _from_parquet(spec, folder / spec.name)
-        elif (folder / spec.tsv_dir).is_dir():
-            splits = _from_tsv(spec, folder / spec.tsv_dir)
-        else:
-            found = [
-                t.name
-                for t in GLUE_TASKS.values()
-                if (folder / t.name).is_dir() or (folder / t.tsv_dir).is_dir()
-            ]
-            raise DataError(
-                f"GLUE task {task!r} not found in {folder} (looked for {spec.name}/ or "
-                f"{spec.tsv_dir}/; found: {', '.join(found) or 'no GLUE tasks'})"
-            )
+        splits = _from_tsv(spec, folder)
     return {split: _normalised(spec, dataset) for split, dataset in splits.items()}
+
+
+def locate_glue_task(
+    source: str, task: str, *, spec_dir: Path | None = None
+) -> tuple[str, Path | None]:
+    """Where ``task`` lives, without reading it: ``("hub", None)``, ``("parquet", folder)`` or
+    ``("tsv", folder)``; a missing folder or task is a ``DataError`` naming what was looked for."""
+    spec = glue_task(task)
+    if source == "hub":
+        return "hub", None
+    folder = resolve_path(source, spec_dir)
+    if not folder.is_dir():
+        raise DataError(f"GLUE folder {folder} does not exist")
+    if (folder / spec.name).is_dir():
+        return "parquet", folder / spec.name
+    if (folder / spec.tsv_dir).is_dir():
+        return "tsv", folder / spec.tsv_dir
+    found = [
+        t.name
+        for t in GLUE_TASKS.values()
+        if (folder / t.name).is_dir() or (folder / t.tsv_dir).is_dir()
+    ]
+    raise DataError(
+        f"GLUE task {task!r} not found in {folder} (looked for {spec.name}/ or "
+        f"{spec.tsv_dir}/; found: {', '.join(found) or 'no GLUE tasks'})"
+    )
+
+
+def check_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> None:
+    """Raise a ``DataError`` unless ``task``'s train and validation files are where a study
+    will look for them (the hub is not contacted)."""
+    spec = glue_task(task)
+    layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
+    if layout == "parquet":
+        for name in ("train", spec.validation_split):
+            if not [*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")]:
+                raise DataError(f"GLUE task {task!r}: no {name} split in {folder}")
+    elif layout == "tsv":
+        for name in ("train.tsv", spec.tsv_dev_file):
+            if not (folder / name).is_file():
+                raise DataError(f"GLUE task {task!r}: {folder / name} does not exist")
 
 
 def _from_hub(spec: GlueTask) -> dict[str, datasets.Dataset]:

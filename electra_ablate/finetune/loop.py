@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from electra_ablate.config import BackboneConfig
-from electra_ablate.errors import AblateError, TrainingDiverged
+from electra_ablate.errors import InputError, TrainingDiverged
 from electra_ablate.finetune.batching import (
     Examples,
     as_examples,
@@ -156,10 +156,10 @@ def predict(
 
 def _check_split(task: str, split: str, examples: Examples, max_len: int) -> None:
     if len(examples) == 0:
-        raise AblateError(f"{task}: the {split} split has no examples")
+        raise InputError(f"{task}: the {split} split has no examples")
     longest = int(examples.lengths.max())
     if longest > max_len:
-        raise AblateError(
+        raise InputError(
             f"{task}: a {split} example has {longest} tokens, more than this model and recipe "
             f"take ({max_len}); encode GLUE with max_len={max_len}"
         )

@@ -1,0 +1,40 @@
+"""``ablate objectives``: every registered objective (built-in and third-party) with its params."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+
+def describe_params(params_model: type) -> list[dict[str, object]]:
+    rows = []
+    for name, field in params_model.model_fields.items():
+        default = field.get_default(call_default_factory=True)
+        rows.append({"name": name, "default": default, "description": field.description or ""})
+    return rows
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("objectives")
+    def objectives_command(
+        as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
+    ) -> None:
+        """List the registered objectives (built-in and third-party) with their params."""
+        from rich.console import Console
+        from rich.table import Table
+
+        from electra_ablate.objective import available_objectives
+
+        listing = [
+            {"name": name, "description": cls.description, "params": describe_params(cls.Params)}
+            for name, cls in available_objectives().items()
+        ]
+        if as_json:
+            typer.echo(json.dumps(listing, indent=2, default=str))
+            return
+        table = Table("objective", "description", "params (defaults)")
+        for item in listing:
+            params = ", ".join(f"{p['name']}={p['default']}" for p in item["params"])
+            table.add_row(item["name"], item["description"], params)
+        Console().print(table)

@@ -1,0 +1,46 @@
+"""``ablate validate SPEC``: everything ``run`` would reject later, checked now; and
+``ablate schema``: the spec's JSON Schema, for editors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+SET_HELP = "change the spec: PATH=VALUE, e.g. pretrain.learning_rate=5e-4 (repeatable)"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("validate")
+    def validate_command(
+        spec: Path = typer.Argument(..., help="study spec (YAML)"),
+        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        data_check: bool = typer.Option(
+            True,
+            "--data-check/--no-data-check",
+            help="also check ${VARS}, corpus paths and GLUE folders (skip to validate a spec "
+            "meant for another machine)",
+        ),
+    ) -> None:
+        """Check a study spec completely; exit 0 if valid, 2 with the offending field."""
+        from electra_ablate.spec import load_spec, parse_set_options
+
+        study = load_spec(spec, parse_set_options(set_), check_data=data_check)
+        variants = f", {len(study.variants)} variant(s)" if study.variants else ""
+        tasks = ", ".join(study.finetune.tasks) if study.finetune else "none (pre-training only)"
+        typer.echo(
+            f"{spec}: valid — study {study.name!r}, {len(study.objectives)} objective(s)"
+            f"{variants}, preset {study.backbone.preset}, tasks {tasks}"
+            + ("" if data_check else " (data not checked)")
+        )
+
+    @app.command("schema")
+    def schema_command() -> None:
+        """Print the study spec's JSON Schema (for YAML language servers; see the README)."""
+        from electra_ablate.spec import StudySpec
+
+        schema = StudySpec.model_json_schema(mode="validation")
+        schema["properties"].pop("spec_dir", None)
+        schema["title"] = "electra-ablate study spec"
+        typer.echo(json.dumps(schema, indent=2))

@@ -1,0 +1,61 @@
+"""Where logged metrics go: ``metrics.jsonl`` always (the study's tables are built from it),
+TensorBoard when asked for (``pretrain.tensorboard``), so curves can be compared live."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from electra_ablate.errors import InputError
+from electra_ablate.storage import atomic_write_text
+
+
+class MetricsLog:
+    def __init__(self, path: Path, tensorboard_dir: Path | None = None) -> None:
+        self.path = path
+        self._board = None
+        if tensorboard_dir is not None:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+            except ImportError:
+                raise InputError(
+                    "TensorBoard logging needs the tensorboard package: "
+                    "pip install 'electra-ablate[tensorboard]'"
+                ) from None
+            self._board = SummaryWriter(str(tensorboard_dir))
+
+    def write(self, row: dict[str, Any]) -> None:
+        """Append one row; non-finite numbers are written as null (JSON has no NaN)."""
+        clean = {
+            k: v if not isinstance(v, float) or math.isfinite(v) else None for k, v in row.items()
+        }
+        with self.path.open("a") as f:
+            f.write(json.dumps(clean) + "\n")
+        if self._board is not None:
+            split = row.get("split", "train")
+            for key, value in clean.items():
+                if isinstance(value, (int, float)) and key not in ("step", "stage"):
+                    self._board.add_scalar(f"{split}/{key}", value, row["step"])
+            self._board.flush()
+
+    def truncate(self, step: int) -> None:
+        """Drop rows logged after ``step`` (by a run killed before its next state was saved)."""
+        if not self.path.exists():
+            return
+        keep = []
+        for line in self.path.read_text().splitlines():
+            try:
+                if json.loads(line)["step"] <= step:
+                    keep.append(line)
+            except (json.JSONDecodeError, KeyError):
+                break  # a torn last line
+        atomic_write_text(self.path, "".join(line + "\n" for line in keep))
+
+    def reset(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._board is not None:
+            self._board.close()

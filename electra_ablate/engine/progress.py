@@ -1,0 +1,81 @@
+"""Progress on stderr: a live rich line on a terminal, plain lines when stderr is a pipe (CI logs,
+``nohup``), nothing at all when turned off (a worker process, whose parent reports for it)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Literal
+
+ProgressMode = Literal["live", "plain", "off"]
+
+
+def progress_mode(enabled: bool | None = None) -> ProgressMode:
+    """``live`` on a terminal, ``plain`` on a pipe; ``enabled=False`` turns it off."""
+    if enabled is False:
+        return "off"
+    return "live" if sys.stderr.isatty() else "plain"
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    return f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+class ProgressLine:
+    """One task's progress: ``update(done, info)`` as it goes. Plain mode prints a line each
+    tenth of the way, so a long run leaves ten lines in a log rather than thousands."""
+
+    def __init__(self, title: str, total: int, start: int = 0, mode: ProgressMode = "plain"):
+        self.title, self.total, self.start, self.mode = title, max(1, total), start, mode
+        self._progress = None
+        self._next_tenth = (start * 10) // self.total + 1
+        self._started = time.perf_counter()
+
+    def __enter__(self) -> ProgressLine:
+        if self.mode == "live":
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self._progress = Progress(
+                TextColumn(self.title),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                TextColumn("{task.fields[info]}"),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(
+                "", total=self.total, completed=self.start, info=""
+            )
+        return self
+
+    def update(self, done: int, info: str = "") -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, info=info)
+        elif self.mode == "plain" and done * 10 >= self._next_tenth * self.total:
+            self._next_tenth = (done * 10) // self.total + 1
+            rate = (done - self.start) / max(time.perf_counter() - self._started, 1e-9)
+            eta = (self.total - done) / rate if rate > 0 else 0.0
+            print(
+                f"{self.title}: {done}/{self.total} ({100 * done / self.total:.0f}%), "
+                f"ETA {format_duration(eta)}  {info}".rstrip(),
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

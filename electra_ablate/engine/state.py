@@ -1,0 +1,103 @@
+"""Resumable training state: weights, optimizer, every rank's RNG and the trainer's counters,
+written atomically with a checksum manifest so that a state is either whole or skipped.
+
+A run killed at any moment restarts from its newest state that verifies, and ends with the same
+weights as an uninterrupted run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_model
+
+from electra_ablate.storage import atomic_dir, atomic_write_text
+
+STATES_KEPT = 2  # the newest state and the one before it, in case the newest is corrupt
+
+
+def save_state(
+    path: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    rng: list[dict[str, Any]],
+    counters: dict[str, Any],
+) -> None:
+    """Write one state folder atomically and drop all but the newest ``STATES_KEPT``."""
+    with atomic_dir(path) as tmp:
+        save_model(model, str(tmp / "model.safetensors"))
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(rng, tmp / "rng.pt")
+        atomic_write_text(tmp / "trainer.json", json.dumps(counters))
+        files = {p.name: sha256(p) for p in sorted(tmp.iterdir())}
+        atomic_write_text(tmp / "manifest.json", json.dumps(files, indent=1))
+    for old in sorted(path.parent.glob("step-*"))[:-STATES_KEPT]:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def load_latest_state(
+    states_dir: Path,
+    model: torch.nn.Module,
+    restore: Callable[[Path, dict[str, Any]], None],
+    device: torch.device,
+) -> dict[str, Any] | None:
+    """Load the newest state whose checksums hold into ``model`` and pass its folder and
+    counters to ``restore`` (optimizer, RNG); warn about and skip corrupt ones. None: no state."""
+    for state in sorted(states_dir.glob("step-*"), reverse=True):
+        problem = verify_state(state)
+        if problem is None:
+            try:
+                counters = json.loads((state / "trainer.json").read_text())
+                restore(state, counters)  # first: it may enter a stage that reshapes the model
+                load_model(model, str(state / "model.safetensors"), device=str(device))
+                return counters
+            except Exception as exc:  # a state that verifies but will not load
+                problem = f"unreadable ({type(exc).__name__}: {exc})"
+        print(f"warning: skipping checkpoint {state}: {problem}", file=sys.stderr)
+    return None
+
+
+def verify_state(state: Path) -> str | None:
+    """None if every file matches the manifest's checksum, else what is wrong."""
+    manifest = state / "manifest.json"
+    if not manifest.exists():
+        return "no manifest (incomplete write)"
+    try:
+        expected = json.loads(manifest.read_text())
+    except json.JSONDecodeError:
+        return "corrupt manifest"
+    for name, digest in expected.items():
+        path = state / name
+        if not path.exists():
+            return f"{name} is missing"
+        if sha256(path) != digest:
+            return f"{name} fails its checksum"
+    return None
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def rng_state() -> dict[str, Any]:
+    state: dict[str, Any] = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,277 @@
+"""The pre-training loop: trains any registered objective for its planned number of steps.
+
+It never knows which objective it runs. From the objective it takes a loss, metrics, its
+stages and (through the plan) its per-step FLOPs. At each budget fraction it saves the encoder
+the objective keeps for fine-tuning. Exact resume: the batch of a step is a pure function of
+(seed, step), the learning rate a pure function of the step, and the state (weights, optimizer,
+RNG, metric sums) is saved atomically, so a killed run ends with the weights of an
+uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from electra_ablate.engine.distributed import Distributed
+from electra_ablate.engine.metrics_log import MetricsLog
+from electra_ablate.engine.optim import learning_rate, make_optimizer
+from electra_ablate.engine.plan import RunPlan
+from electra_ablate.engine.progress import ProgressLine, ProgressMode, progress_mode
+from electra_ablate.engine.state import (
+    load_latest_state,
+    rng_state,
+    save_state,
+    set_rng_state,
+)
+from electra_ablate.errors import TrainingDiverged
+from electra_ablate.kept import save_kept
+from electra_ablate.layout import RunLayout
+from electra_ablate.objective import Batch, Objective
+from electra_ablate.spec import PretrainSpec
+
+
+class Batches(Protocol):
+    """Batches as a pure function of the step (``data.batches.PackedBatches``)."""
+
+    def batch(self, step: int) -> Batch: ...
+
+
+@dataclass
+class PretrainRun:
+    """Everything one pre-training run needs besides the objective."""
+
+    spec: PretrainSpec
+    plan: RunPlan
+    layout: RunLayout
+    seed: int
+    train_batches: Batches
+    heldout_batches: Batches | None
+    tokenizer_dir: Path
+    meta: dict[str, Any] = field(default_factory=dict)  # copied into every kept.json
+
+
+@dataclass
+class MetricMeans:
+    """Running sums of step metrics between two log lines; saved with the state for resume."""
+
+    sums: dict[str, float] = field(default_factory=dict)
+    count: int = 0
+
+    def add(self, metrics: dict[str, float]) -> None:
+        for k, v in metrics.items():
+            self.sums[k] = self.sums.get(k, 0.0) + v
+        self.count += 1
+
+    def pop(self) -> dict[str, float]:
+        means = {k: v / max(1, self.count) for k, v in self.sums.items()}
+        self.sums, self.count = {}, 0
+        return means
+
+
+class Trainer:
+    """Pre-trains one objective into ``run.layout``; ``train()`` resumes whatever is there."""
+
+    def __init__(
+        self,
+        objective: Objective,
+        run: PretrainRun,
+        device: torch.device,
+        dist: Distributed | None = None,
+        progress: bool | ProgressMode | None = None,
+    ) -> None:
+        self.dist = dist or Distributed()
+        self.device = self.dist.device(device)
+        self.objective = objective.to(self.device)
+        self.run, self.plan, self.spec = run, run.plan, run.spec
+        self.progress: ProgressMode = (
+            progress if isinstance(progress, str) else progress_mode(progress)
+        )
+        tensorboard = run.layout.tensorboard if run.spec.tensorboard else None
+        self.log = MetricsLog(run.layout.metrics, tensorboard if self.dist.is_main else None)
+        self.means = MetricMeans()
+        self.step = 0
+        self.stage = 0
+        self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
+        self.optimizer: torch.optim.AdamW | None = None
+
+    # ------------------------------------------------------------------ the loop
+    def train(self) -> dict[str, Any]:
+        """Train to the end of the plan (resuming if a state exists); returns a summary."""
+        self.run.layout.root.mkdir(parents=True, exist_ok=True)
+        self.start_or_resume()
+        checkpoints = self.plan.checkpoint_steps()
+        started, tokens, last_log = time.perf_counter(), 0, time.perf_counter()
+        title = f"pre-train {self.run.meta.get('label', '')}".rstrip()
+        mode = self.progress if self.dist.is_main else "off"
+        with ProgressLine(title, self.plan.total_steps, self.step, mode) as bar:
+            while self.step < self.plan.total_steps:
+                self.enter_stage(self.plan.stage_of(self.step))
+                metrics, n_tokens = self.train_step()
+                self.step += 1
+                self.means.add(metrics)
+                tokens += n_tokens
+                if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
+                    now = time.perf_counter()
+                    row = self.write_log("train", self.dist.mean(self.means.pop()))
+                    row["tokens_per_s"] = tokens * self.dist.world_size / max(now - last_log, 1e-9)
+                    bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
+                    tokens, last_log = 0, now
+                if self.step in checkpoints:
+                    self.checkpoint(checkpoints[self.step])
+                elif self.spec.resume_every and self.step % self.spec.resume_every == 0:
+                    self.save_state()
+        self.log.close()
+        flops = self.plan.flops_at(self.step)
+        return {
+            "steps": self.step,
+            "wall_s": time.perf_counter() - started,
+            **{f"flops_{c}": v for c, v in flops.items()},
+        }
+
+    def start_or_resume(self) -> None:
+        torch.manual_seed(self.run.seed * 1000 + self.dist.rank)
+        counters = load_latest_state(
+            self.run.layout.states, self.objective, self._restore, self.device
+        )
+        if counters is None:
+            self.step, self.stage = 0, 0
+            self._enter(0)
+            self.log.reset()
+        self.objective.train()
+
+    def enter_stage(self, stage: int) -> None:
+        """Switch stage (new optimizer and schedule) when the plan says so."""
+        if stage != self.stage:
+            self._enter(stage)
+
+    def train_step(self) -> tuple[dict[str, float], int]:
+        """One optimizer step on this step's batch; returns its metrics and token count."""
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in self.batch(self.step).items()}
+        for group in self.optimizer.param_groups:
+            group["lr"] = learning_rate(self.plan, self.step, self.spec)
+        with autocast(self.device):
+            out = self.model(batch)
+        metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
+        finite_check(out.loss, metrics, self.step, self.objective.stages()[self.stage].name)
+        self.optimizer.zero_grad(set_to_none=True)
+        out.loss.backward()  # under DDP the gradients are averaged over ranks here
+        params = [p for group in self.optimizer.param_groups for p in group["params"]]
+        metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip))
+        self.optimizer.step()
+        metrics["lr"] = self.optimizer.param_groups[0]["lr"]
+        return metrics, int(batch["input_ids"].numel())
+
+    def batch(self, step: int) -> Batch:
+        return self.run.train_batches.batch(step)
+
+    # ----------------------------------------------------------- checkpoints
+    def checkpoint(self, fractions: list[float]) -> None:
+        """Held-out metrics, the kept encoder for each fraction, then the resumable state."""
+        if self.run.heldout_batches is not None and self.spec.eval_batches > 0:
+            self.write_log("heldout", self.dist.mean(self.evaluate()))
+        if self.dist.is_main:
+            flops = self.plan.flops_at(self.step)
+            for fraction in fractions:
+                meta = {
+                    **self.run.meta,
+                    "fraction": fraction,
+                    "step": self.step,
+                    "flops_paper": flops["paper"],
+                    "flops_standard": flops["standard"],
+                }
+                save_kept(
+                    self.run.layout.kept(fraction),
+                    self.objective.kept_model(),
+                    self.run.tokenizer_dir,
+                    meta,
+                )
+        self.save_state()
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        """Mean metrics on fixed held-out batches; the training RNG stream is left untouched."""
+        means = MetricMeans()
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(12345)
+            self.objective.eval()
+            for i in range(self.spec.eval_batches):
+                batch = {k: v.to(self.device) for k, v in self.run.heldout_batches.batch(i).items()}
+                with autocast(self.device):
+                    out = self.objective(batch)
+                means.add(
+                    {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
+                )
+            self.objective.train()
+        return means.pop()
+
+    def save_state(self) -> None:
+        rng = self.dist.gather(rng_state())
+        if self.dist.is_main:
+            counters = {"step": self.step, "stage": self.stage, "means": self.means.__dict__}
+            save_state(
+                self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
+            )
+        self.dist.barrier()  # no rank runs ahead of a state that may be needed to resume it
+
+    def write_log(self, split: str, metrics: dict[str, float]) -> dict[str, Any]:
+        flops = self.plan.flops_at(self.step)
+        row = {
+            "step": self.step,
+            "stage": self.stage,
+            "split": split,
+            "flops_paper": flops["paper"],
+            "flops_standard": flops["standard"],
+            **metrics,
+        }
+        if self.dist.is_main:
+            self.log.write(row)
+        return row
+
+    # ---------------------------------------------------------------- helpers
+    def _enter(self, stage: int) -> None:
+        """Enter ``stage``: the objective freezes/unfreezes what it declares, the optimizer is
+        rebuilt over what is now trainable, and DDP re-registers those parameters."""
+        self.stage = stage
+        self.objective.enter_stage(stage)
+        self.objective.train()
+        self.optimizer = make_optimizer(self.objective, self.spec)
+        self.model = self.dist.wrap(self.objective, self.device)
+
+    def _restore(self, state: Path, counters: dict[str, Any]) -> None:
+        self.step = counters["step"]
+        self._enter(counters["stage"])
+        optim_state = torch.load(
+            state / "optimizer.pt", map_location=self.device, weights_only=True
+        )
+        self.optimizer.load_state_dict(optim_state)
+        set_rng_state(torch.load(state / "rng.pt", weights_only=False)[self.dist.rank])
+        self.means = MetricMeans(**counters["means"])
+        if self.dist.is_main:
+            self.log.truncate(self.step)
+
+
+def finite_check(loss: torch.Tensor, metrics: dict[str, float], step: int, stage: str) -> None:
+    if math.isfinite(loss.item()):
+        return
+    bad = [k for k, v in metrics.items() if k.endswith("_loss") and not math.isfinite(v)]
+    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={loss.item()}"
+    raise TrainingDiverged(f"non-finite loss at step {step} (stage {stage}): {terms}")
+
+
+@contextmanager
+def autocast(device: torch.device) -> Iterator[None]:
+    """bf16 autocast on CUDA; fp32 on CPU, where bf16 is hundreds of times slower."""
+    if device.type == "cuda":
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            yield
+    else:
+        yield

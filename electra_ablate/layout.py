@@ -1,0 +1,99 @@
+"""Where a study's outputs live: every path is built here and nowhere else.
+
+<study>/
+  study.json                        what ran, where, when, with which (resolved) spec
+  results.parquet                   one row per (run, checkpoint, task, seed, metric)
+  runs.parquet                      one row per pre-training run with its status
+  pretrain_metrics.parquet          the runs' logged metrics
+  pretrain/<label>-s<seed>-<id>/    one pre-training run:
+    run.json, done.json | failed.json, error.log, metrics.jsonl, tensorboard/
+    states/step-<n>/                resumable training state (checksummed)
+    kept/<fraction>/                the kept encoder at a budget fraction: what
+                                    `ablate finetune` and `ablate export` take
+  baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
+                                    baseline (fine-tuned like any checkpoint)
+  finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """One pre-training run's folder."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def done(self) -> Path:
+        return self.root / "done.json"
+
+    @property
+    def failed(self) -> Path:
+        return self.root / "failed.json"
+
+    @property
+    def error_log(self) -> Path:
+        return self.root / "error.log"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    @property
+    def states(self) -> Path:
+        return self.root / "states"
+
+    def state(self, step: int) -> Path:
+        return self.states / f"step-{step:09d}"
+
+    def kept(self, fraction: float) -> Path:
+        return self.root / "kept" / f"{fraction:.6g}"
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """One study's output folder."""
+
+    root: Path
+
+    @property
+    def study_json(self) -> Path:
+        return self.root / "study.json"
+
+    @property
+    def results(self) -> Path:
+        return self.root / "results.parquet"
+
+    @property
+    def runs(self) -> Path:
+        return self.root / "runs.parquet"
+
+    @property
+    def pretrain_metrics(self) -> Path:
+        return self.root / "pretrain_metrics.parquet"
+
+    def run(self, label: str, seed: int, run_id: str) -> RunLayout:
+        return RunLayout(self.root / "pretrain" / f"{safe_name(label)}-s{seed}-{run_id}")
+
+    def baseline(self, label: str, baseline_id: str) -> RunLayout:
+        return RunLayout(self.root / "baseline" / f"{safe_name(label)}-{baseline_id}")
+
+    def finetune_record(self, job_id: str) -> Path:
+        return self.root / "finetune" / f"{job_id}.json"
+
+
+def safe_name(label: str) -> str:
+    """A label as a folder name: letters, digits and ``._@=-`` kept, anything else ``_``."""
+    return "".join(c if c.isalnum() or c in "._@=-" else "_" for c in label)

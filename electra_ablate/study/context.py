@@ -1,0 +1,227 @@
+"""A study spec resolved into units of work, with the data each needs.
+
+Planning builds objectives on the ``meta`` device (shapes, no memory): a ``large`` study plans in
+an instant, and a unit's real objective is built only when that unit trains.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from electra_ablate.config import BackboneConfig
+from electra_ablate.data.batches import column_matrix
+from electra_ablate.data.glue import EncodedGlue, check_glue_task, encode_glue, load_glue_task
+from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
+from electra_ablate.engine.distributed import Distributed
+from electra_ablate.engine.plan import plan_run
+from electra_ablate.errors import InputError
+from electra_ablate.finetune import supported_max_len
+from electra_ablate.flops import training_flops
+from electra_ablate.layout import StudyLayout
+from electra_ablate.objective import Objective, build_objective, init_output_biases
+from electra_ablate.spec import ObjectiveEntry, StudySpec
+from electra_ablate.study.units import (
+    BASELINE_LABEL,
+    IDENTITY_EXCLUDED,
+    BaselineUnit,
+    FinetuneJob,
+    RunUnit,
+    Unit,
+    config_hash,
+    variant_label,
+)
+from electra_ablate.tokens import Vocab
+
+
+def resolve_device(requested: str) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise InputError("device 'cuda' requested but CUDA is not available")
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(requested)
+
+
+@dataclass
+class VariantData:
+    """Tokenizer, packed sequences, token statistics and encoded GLUE of one data setting."""
+
+    data: PretrainingData
+    vocab: Vocab
+    glue: dict[str, EncodedGlue] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """Identity of tokenizer and packed corpus (build timings excluded)."""
+        summary = {k: v for k, v in self.data.summary.items() if k != "seconds"}
+        return config_hash({"tokenizer": self.data.tokenizer_dir.name, "packed": summary})
+
+
+class Study:
+    def __init__(
+        self,
+        spec: StudySpec,
+        spec_path: Path,
+        out_dir: Path,
+        device: str | None = None,
+        overrides: dict[str, Any] | None = None,
+    ) -> None:
+        self.spec, self.spec_path = spec, Path(spec_path)
+        self.layout = StudyLayout(Path(out_dir))
+        self.overrides = dict(overrides or {})
+        requested = resolve_device(device or spec.device)
+        self.dist = Distributed.from_env(requested)
+        self.device = self.dist.device(requested)
+        self._data: dict[str, VariantData] = {}
+
+    # ------------------------------------------------------------------- planning
+    def prepare(self, progress: bool = False) -> list[Unit]:
+        """Every unit of the study, in spec order: per variant, each objective at each seed,
+        then its no-pre-training baseline. Missing GLUE tasks fail here, before any compute."""
+        units: list[Unit] = []
+        for variant, spec in self.spec.variant_specs():
+            data = self.data(spec, progress)
+            if spec.finetune is not None:
+                for task in spec.finetune.tasks:
+                    check_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
+            budget = self.budget_flops(spec)
+            for entry in spec.objectives:
+                for seed in spec.pretrain.seeds:
+                    units.append(self.run_unit(variant, spec, entry, seed, budget))
+            if spec.finetune is not None and spec.finetune.baseline:
+                units.append(self.baseline_unit(variant, spec, data))
+        return units
+
+    def run_unit(
+        self, variant: str | None, spec: StudySpec, entry: ObjectiveEntry, seed: int, budget: float
+    ) -> RunUnit:
+        objective = self.build_on_meta(spec, entry)
+        backbone = self.backbone(spec)
+        plan = plan_run(
+            objective,
+            budget,
+            spec.budget.convention,
+            spec.pretrain.batch_size,
+            backbone.max_seq_len,
+            spec.budget.checkpoints,
+        )
+        config = {
+            "objective": entry.name,
+            "params": objective.params.model_dump(),
+            "backbone": backbone.model_dump(),
+            "pretrain": spec.pretrain.model_dump(exclude=set(IDENTITY_EXCLUDED)),
+            "budget_flops": budget,
+            "convention": spec.budget.convention,
+            "checkpoints": sorted(spec.budget.checkpoints),
+            "data": self.data(spec).fingerprint,
+            "seed": seed,
+        }
+        run_id = config_hash(config)
+        layout = self.layout.run(variant_label(entry.display, variant), seed, run_id)
+        return RunUnit(variant, spec, entry, seed, plan, config, run_id, layout)
+
+    def baseline_unit(
+        self, variant: str | None, spec: StudySpec, data: VariantData
+    ) -> BaselineUnit:
+        config = {"baseline": self.backbone(spec).model_dump(), "data": data.fingerprint, "init": 0}
+        baseline_id = config_hash(config)
+        layout = self.layout.baseline(variant_label(BASELINE_LABEL, variant), baseline_id)
+        return BaselineUnit(variant, spec, config, baseline_id, layout)
+
+    def budget_flops(self, spec: StudySpec) -> float:
+        budget = spec.budget
+        if budget.flops is not None:
+            return budget.flops
+        label = budget.steps_of or spec.objectives[0].display
+        entry = next(o for o in spec.objectives if o.display == label)
+        return training_flops(
+            self.build_on_meta(spec, entry),
+            self.backbone(spec).max_seq_len,
+            spec.pretrain.batch_size,
+            budget.steps,
+            budget.convention,
+        )
+
+    def jobs(self, unit: Unit, ready_only: bool = True) -> list[FinetuneJob]:
+        """The unit's fine-tunes; ``ready_only`` leaves out checkpoints that do not exist (a run
+        that failed before reaching them)."""
+        finetune = unit.spec.finetune
+        if finetune is None:
+            return []
+        recipe = finetune.resolved_recipe()
+        generic = recipe.model_dump(mode="json", exclude={"train_caps", "task_epochs"})
+        jobs = []
+        for fraction in unit.fractions():
+            if ready_only and not (unit.kept_dir(fraction) / "kept.json").exists():
+                continue
+            for task in finetune.tasks:
+                for seed in finetune.seeds:
+                    identity = {
+                        "run_id": unit.run_id,
+                        "fraction": fraction,
+                        "task": task,
+                        "seed": seed,
+                        "recipe": generic,
+                        "train_cap": recipe.cap_for(task),
+                        "epochs": recipe.epochs_for(task),
+                        "eval_cap": finetune.eval_caps.get(task),
+                        "glue": unit.spec.data.glue,
+                    }
+                    jobs.append(FinetuneJob(config_hash(identity), unit, fraction, task, seed))
+        return jobs
+
+    # ------------------------------------------------------------------- building
+    def build(self, unit: RunUnit) -> Objective:
+        """The unit's objective, initialised (seeded) exactly as its run starts."""
+        torch.manual_seed(unit.seed)
+        spec = unit.spec
+        objective = build_objective(
+            unit.entry.name, self.backbone(spec), unit.entry.params, self.data(spec).vocab
+        )
+        init_output_biases(objective, spec.pretrain.prior_bias)
+        return objective
+
+    def build_on_meta(self, spec: StudySpec, entry: ObjectiveEntry) -> Objective:
+        vocab = self.data(spec).vocab
+        with torch.device("meta"):
+            return build_objective(entry.name, self.backbone(spec), entry.params, vocab)
+
+    def backbone(self, spec: StudySpec) -> BackboneConfig:
+        return spec.backbone_config(vocab_size=self.data(spec).data.vocab_size)
+
+    # ----------------------------------------------------------------------- data
+    def data(self, spec: StudySpec, progress: bool = False) -> VariantData:
+        """The spec's tokenizer and packed corpus (built once and cached on disk; under
+        ``torchrun`` rank 0 builds while the others wait)."""
+        seq_len = spec.backbone_config().max_seq_len
+        key = json.dumps([spec.data.model_dump(mode="json"), seq_len], sort_keys=True)
+        if key not in self._data:
+            if not self.dist.is_main:
+                self.dist.barrier()
+            data = prepare_pretraining(
+                spec.data, seq_len, spec_dir=spec.spec_dir, progress=progress
+            )
+            if self.dist.is_main:
+                self.dist.barrier()
+            self._data[key] = VariantData(data, data_vocab(data))
+        return self._data[key]
+
+    def encoded_task(self, spec: StudySpec, task: str) -> EncodedGlue:
+        data = self.data(spec)
+        if task not in data.glue:
+            splits = load_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
+            max_len = supported_max_len(spec.finetune.resolved_recipe(), self.backbone(spec))
+            data.glue[task] = encode_glue(task, splits, data.data.tokenizer_dir, max_len=max_len)
+        return data.glue[task]
+
+
+def data_vocab(data: PretrainingData) -> Vocab:
+    """Token frequencies of the packed training set: the unigram distribution objectives use."""
+    ids = column_matrix(data.train, "input_ids").ravel()
+    counts = torch.from_numpy(np.bincount(ids, minlength=data.vocab_size)[: data.vocab_size])
+    return Vocab(counts, data.special)

@@ -1,0 +1,150 @@
+"""``ablate run --dry-run``: the plan of every unit and how long the study will take here.
+
+Timing uses the real code: a few steps of the ``Trainer``'s own ``train_step`` per objective
+and a short real fine-tune per task, measured with as many threads as each worker will get,
+then the units are packed onto the workers (longest first) to give the study's wall time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from electra_ablate.data.batches import PackedBatches
+from electra_ablate.data.glue import GLUE_TASKS
+from electra_ablate.engine.trainer import PretrainRun, Trainer
+from electra_ablate.finetune import as_examples, finetune_task
+from electra_ablate.kept import LoadedKept
+from electra_ablate.layout import RunLayout
+from electra_ablate.model import Encoder, MLMHead
+from electra_ablate.objective import KeptModel
+from electra_ablate.study.context import Study
+from electra_ablate.study.units import RunUnit, Unit
+
+TIMED_STEPS = 3
+TIMED_EXAMPLES = 64
+
+
+@dataclass
+class StudyEstimate:
+    rows: list[dict[str, Any]]
+    serial_s: float  # the remaining work one after another
+    wall_s: float  # the remaining work on ``workers`` processes
+    how: str
+
+
+def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEstimate:
+    threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        step_s: dict[str, float] = {}
+        job_s: dict[tuple[str, str], float] = {}
+        rows, costs = [], []
+        for unit in units:
+            pretrain_s = 0.0
+            if isinstance(unit, RunUnit):
+                if unit.label not in step_s:  # seeds of one entry cost the same
+                    step_s[unit.label] = time_steps(study, unit)
+                pretrain_s = step_s[unit.label] * unit.plan.total_steps
+            finetune_s = 0.0
+            for job in study.jobs(unit, ready_only=False):
+                if study.layout.finetune_record(job.job_id).exists():
+                    continue
+                task_key = (str(unit.variant), job.task)
+                if task_key not in job_s:
+                    job_s[task_key] = time_finetune(study, unit, job.task)
+                finetune_s += job_s[task_key]
+            todo_pretrain = 0.0 if unit.done else pretrain_s
+            costs.append(todo_pretrain + finetune_s)
+            rows.append(plan_row(unit, pretrain_s, finetune_s))
+    finally:
+        torch.set_num_threads(previous)
+    how = (
+        f"measured on this machine at {threads} thread(s) per process: the median of "
+        f"{TIMED_STEPS} training steps per objective and a {TIMED_EXAMPLES}-example fine-tune "
+        f"per task, scaled to the plan; wall time packs the units onto {workers} worker(s), "
+        "longest first"
+    )
+    return StudyEstimate(rows, sum(costs), makespan(costs, workers), how)
+
+
+def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]:
+    if isinstance(unit, RunUnit):
+        flops = unit.plan.flops_at(unit.plan.total_steps)
+        steps = "+".join(str(s) for s in unit.plan.stage_steps)
+    else:
+        flops, steps = {"paper": 0.0, "standard": 0.0}, "0"
+    return {
+        "label": unit.label,
+        "objective": unit.objective,
+        "seed": unit.seed,
+        "steps": steps,
+        "flops_paper": flops["paper"],
+        "flops_standard": flops["standard"],
+        "est_pretrain_min": pretrain_s / 60,
+        "est_finetune_min": finetune_s / 60,
+        "status": "done" if unit.done else "to do",
+    }
+
+
+def time_steps(study: Study, unit: RunUnit) -> float:
+    """Seconds per training step of the unit's objective: the real ``Trainer.train_step``."""
+    data = study.data(unit.spec).data
+    spec = unit.spec.pretrain
+    with tempfile.TemporaryDirectory() as tmp:
+        run = PretrainRun(
+            spec=spec,
+            plan=unit.plan,
+            layout=RunLayout(Path(tmp)),
+            seed=0,
+            train_batches=PackedBatches(data.train, spec.batch_size, 0),
+            heldout_batches=None,
+            tokenizer_dir=data.tokenizer_dir,
+        )
+        trainer = Trainer(study.build(unit), run, study.device, progress=False)
+        trainer.start_or_resume()
+        times = []
+        for _ in range(TIMED_STEPS + 1):  # the first step warms caches up and is dropped
+            start = time.perf_counter()
+            trainer.train_step()
+            trainer.step += 1
+            times.append(time.perf_counter() - start)
+    return statistics.median(times[1:])
+
+
+def time_finetune(study: Study, unit: Unit, task: str) -> float:
+    """Seconds one fine-tune of ``task`` takes: a short real one, scaled to the full job."""
+    spec = unit.spec
+    recipe = spec.finetune.resolved_recipe()
+    encoded = study.encoded_task(spec, task)
+    train = as_examples(encoded.train).capped(recipe.cap_for(task))
+    evaluation = as_examples(encoded.validation).capped(spec.finetune.eval_caps.get(task))
+    backbone = study.backbone(spec)
+    kept = LoadedKept(
+        KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size)),
+        {},
+        study.data(spec).data.tokenizer_dir,
+    )
+    short = recipe.model_copy(
+        update={"train_caps": {task: TIMED_EXAMPLES}, "task_epochs": {task: 1}}
+    )
+    result = finetune_task(kept, GLUE_TASKS[task], train, evaluation, short, 0, study.device)
+    per_example = result["train_seconds"] / min(TIMED_EXAMPLES, len(train))
+    evaluation_s = result["wall_seconds"] - result["train_seconds"]
+    return per_example * len(train) * recipe.epochs_for(task) + evaluation_s
+
+
+def makespan(costs: list[float], workers: int) -> float:
+    """Wall time of jobs of these costs on ``workers`` processes, longest job first."""
+    loads = [0.0] * max(1, workers)
+    for cost in sorted(costs, reverse=True):
+        heapq.heapreplace(loads, loads[0] + cost)
+    return max(loads)

@@ -1,0 +1,160 @@
+"""Doing a unit of work: pre-train a run, make a baseline's fresh encoder, fine-tune a job.
+
+Each records its outcome in the study folder (``done.json`` / ``failed.json`` / a fine-tune
+record) and returns it; a failure is recorded, never raised, so one bad run cannot lose the
+rest of a study. Finished work is read back, not redone.
+"""
+
+from __future__ import annotations
+
+import json
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from electra_ablate.data.batches import PackedBatches
+from electra_ablate.data.glue import GLUE_TASKS
+from electra_ablate.engine.progress import ProgressMode
+from electra_ablate.engine.trainer import PretrainRun, Trainer
+from electra_ablate.errors import AblateError
+from electra_ablate.finetune import as_examples, finetune_task
+from electra_ablate.kept import load_kept, save_kept
+from electra_ablate.model import Encoder, MLMHead
+from electra_ablate.objective import KeptModel
+from electra_ablate.storage import atomic_write_text
+from electra_ablate.study.context import Study
+from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, FinetuneJob, RunUnit, Unit
+
+Log = Callable[[str], None]
+
+
+def pretrain(
+    study: Study, unit: RunUnit, progress: bool | ProgressMode | None, retry_failed: bool = True
+) -> dict[str, Any]:
+    """Train (or resume) one run and return its summary.
+
+    ``retry_failed=False`` returns a recorded failure as it is: the collecting pass after
+    parallel workers must not train again what a worker just saw fail.
+    """
+    layout = unit.layout
+    if unit.done:
+        return json.loads(layout.done.read_text())
+    if not retry_failed and layout.failed.exists():
+        return json.loads(layout.failed.read_text())
+    layout.root.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(layout.run_json, json.dumps(unit.config, indent=2, default=str))
+    layout.failed.unlink(missing_ok=True)
+    data, dist, spec = study.data(unit.spec).data, study.dist, unit.spec
+    per_rank = spec.pretrain.batch_size // dist.world_size
+    objective = study.build(unit)
+    run = PretrainRun(
+        spec=spec.pretrain,
+        plan=unit.plan,
+        layout=layout,
+        seed=unit.seed,
+        train_batches=PackedBatches(data.train, per_rank, unit.seed, dist.rank, dist.world_size),
+        heldout_batches=PackedBatches(data.heldout, per_rank, 0, dist.rank, dist.world_size),
+        tokenizer_dir=data.tokenizer_dir,
+        meta={
+            "objective": unit.objective,
+            "label": unit.label,
+            "params": objective.params.model_dump(),
+            "run_id": unit.run_id,
+            "seed": unit.seed,
+        },
+    )
+    trainer = Trainer(objective, run, study.device, dist, progress)
+    try:
+        summary = {"status": "done", "message": "", **trainer.train()}
+    except (AblateError, RuntimeError, ValueError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if not isinstance(exc, AblateError):
+            layout.error_log.write_text(traceback.format_exc())
+        summary = {"status": "failed", "message": message, "steps": trainer.step}
+        if dist.is_main:
+            atomic_write_text(layout.failed, json.dumps(summary))
+        return summary
+    if dist.is_main:
+        atomic_write_text(layout.done, json.dumps(summary))
+    return summary
+
+
+def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
+    """Save the variant's backbone, freshly initialised, as a checkpoint to fine-tune."""
+    if not unit.done:
+        data = study.data(unit.spec).data
+        backbone = study.backbone(unit.spec)
+        torch.manual_seed(unit.seed)
+        kept = KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))
+        meta = {
+            "objective": unit.objective,
+            "label": unit.label,
+            "run_id": unit.run_id,
+            "fraction": BASELINE_FRACTION,
+            "step": 0,
+            "flops_paper": 0.0,
+            "flops_standard": 0.0,
+        }
+        save_kept(unit.kept_dir(BASELINE_FRACTION), kept, data.tokenizer_dir, meta)
+    return {"status": "done", "message": "", "steps": 0, "flops_paper": 0.0, "flops_standard": 0.0}
+
+
+def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **kw: Any) -> dict:
+    if isinstance(unit, BaselineUnit):
+        return make_baseline(study, unit)
+    return pretrain(study, unit, progress, **kw)
+
+
+def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
+    """Fine-tune one checkpoint on one task with one seed (or read back its record)."""
+    path = study.layout.finetune_record(job.job_id)
+    if path.exists():
+        return json.loads(path.read_text())
+    spec = job.unit.spec
+    encoded = study.encoded_task(spec, job.task)
+    evaluation = as_examples(encoded.validation).capped(spec.finetune.eval_caps.get(job.task))
+    kept = load_kept(job.kept_dir)
+    record = {
+        "job_id": job.job_id,
+        "run_id": job.unit.run_id,
+        "fraction": job.fraction,
+        "task": job.task,
+        "seed": job.seed,
+        "step": kept.meta["step"],
+        "flops_paper": kept.meta["flops_paper"],
+        "flops_standard": kept.meta["flops_standard"],
+    }
+    recipe = spec.finetune.resolved_recipe()
+    try:
+        metrics = finetune_task(
+            kept, GLUE_TASKS[job.task], encoded.train, evaluation, recipe, job.seed, study.device
+        )
+        record |= {"status": "done", "metrics": metrics}
+    except AblateError as exc:
+        record |= {"status": "failed", "message": str(exc)}
+    atomic_write_text(path, json.dumps(record, indent=1))
+    return record
+
+
+def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
+    """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone)."""
+    jobs = study.jobs(unit)
+    todo = sum(not study.layout.finetune_record(j.job_id).exists() for j in jobs)
+    if todo:
+        log(f"  fine-tune {unit.label}: {todo} of {len(jobs)} (checkpoint, task, seed) jobs")
+    records = []
+    for job in jobs:
+        record = finetune(study, job)
+        if record["status"] == "failed":
+            log(
+                f"  fine-tune {job.task} seed {job.seed} at {job.fraction:g} FAILED: "
+                f"{record['message']}"
+            )
+        records.append(record)
+    return records
+
+
+def all_finetuned(study: Study, unit: Unit) -> bool:
+    return all(study.layout.finetune_record(j.job_id).exists() for j in study.jobs(unit))

@@ -1,0 +1,82 @@
+"""``study.json``: what ran, on what, where, when and with which resolved spec, so a report
+can say all of it and a reader can re-run it."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from electra_ablate.storage import atomic_write_text
+from electra_ablate.study.context import Study
+
+
+def write_study_json(study: Study, started: float, finished: float) -> None:
+    spec = study.spec
+    variants = spec.variant_specs()
+    base = variants[0][1]
+    info = {
+        "name": spec.name,
+        "spec_path": str(study.spec_path),
+        "spec": spec.model_dump(mode="json"),
+        "overrides": study.overrides,
+        "variants": {
+            label: variant.model_dump(mode="json") for label, variant in variants if label
+        },
+        "backbone": study.backbone(base).model_dump(),
+        "pretrain": base.pretrain.model_dump(mode="json"),
+        "budget": spec.budget.model_dump(),
+        "data": {**spec.data.model_dump(), **study.data(base).data.summary},
+        "finetune": (
+            {
+                **base.finetune.model_dump(mode="json"),
+                "recipe": base.finetune.resolved_recipe().model_dump(mode="json"),
+            }
+            if base.finetune
+            else None
+        ),
+        "git_commit": git_commit(),
+        "machine": machine_description(study.device),
+        "command": "ablate " + " ".join(sys.argv[1:]) if sys.argv else "",
+        "started": iso(started),
+        "finished": iso(finished),
+        "wall_s": finished - started,
+    }
+    atomic_write_text(study.layout.study_json, json.dumps(info, indent=2, default=str))
+
+
+def iso(timestamp: float) -> str:
+    return dt.datetime.fromtimestamp(timestamp, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def git_commit() -> str | None:
+    """The commit of the code that ran (looked up where this package lives, not in the current
+    folder), with ``+dirty`` when it had uncommitted changes."""
+    here = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "describe", "--always", "--dirty=+dirty", "--abbrev=7", "--match=NONE"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def machine_description(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)}, torch {torch.__version__}"
+    return (
+        f"{platform.machine()} CPU, {os.cpu_count()} cores, {torch.get_num_threads()} threads, "
+        f"torch {torch.__version__}"
+    )

@@ -1,0 +1,72 @@
+"""``ablate run``: a study spec becomes pre-training runs, fine-tuning jobs and tidy tables.
+
+Read top to bottom: plan the units; optionally share them out to worker processes; then one
+sequential pass trains (or reads back) every unit and fine-tunes its checkpoints, which after
+workers only collects what they wrote; finally the tables and ``study.json`` are rewritten.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from electra_ablate.engine.progress import progress_mode
+from electra_ablate.spec import StudySpec
+from electra_ablate.study.context import Study
+from electra_ablate.study.execute import finetune_unit, run_unit
+from electra_ablate.study.provenance import write_study_json
+from electra_ablate.study.tables import write_tables
+from electra_ablate.study.units import RunUnit
+from electra_ablate.study.workers import run_in_workers
+
+
+def run_study(
+    spec: StudySpec,
+    spec_path: Path,
+    out_dir: Path,
+    device: str | None = None,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+    workers: int = 1,
+    overrides: dict[str, Any] | None = None,
+) -> bool:
+    """Run (or finish) the whole study; True if every unit of work succeeded."""
+    started = time.time()
+    mode = progress_mode(progress)
+    if spec.pretrain.num_threads:
+        torch.set_num_threads(spec.pretrain.num_threads)
+    study = Study(spec, spec_path, out_dir, device, overrides)
+    if not study.dist.is_main:
+        log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
+    units = study.prepare(progress=mode == "live")
+    parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
+    if parallel:
+        run_in_workers(study, units, workers, mode, log)
+
+    summaries, records = [], []
+    for unit in units:
+        if not parallel and isinstance(unit, RunUnit):
+            steps = f"{unit.plan.total_steps} steps"
+            state = "finished earlier" if unit.done else "running"
+            log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
+        summary = run_unit(study, unit, mode, **({"retry_failed": False} if parallel else {}))
+        if summary["status"] == "failed" and not parallel:
+            log(f"  FAILED: {summary['message']}")
+        summaries.append((unit, summary))
+        if study.dist.is_main and summary["status"] == "done":
+            records += [(unit, r) for r in finetune_unit(study, unit, log)]
+    ok = all(s["status"] == "done" for _, s in summaries)
+    ok = ok and all(r["status"] == "done" for _, r in records)
+    if study.dist.is_main:
+        write_tables(study, summaries, records)
+        finished = time.time()
+        write_study_json(study, started, finished)
+        log(
+            f"results in {study.layout.results} ({finished - started:.0f} s)"
+            + ("" if ok else "; some work FAILED (see runs.parquet)")
+        )
+    return ok

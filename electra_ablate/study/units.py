@@ -1,0 +1,118 @@
+"""The units of work a study is made of, and their identities.
+
+A ``RunUnit`` is one pre-training run (an objective entry, under one variant, at one seed); a
+``BaselineUnit`` is the no-pre-training row (a freshly initialised encoder of the same
+backbone); a ``FinetuneJob`` is one (checkpoint, GLUE task, seed) fine-tune. Each is named by a
+hash of exactly what changes its result, so re-running a study skips finished work, resumes
+unfinished work, and an edit re-runs only what it changes. How often a run logs, evaluates or
+saves state, and how many threads it uses, are not part of that identity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from electra_ablate.engine.plan import RunPlan
+from electra_ablate.layout import RunLayout
+from electra_ablate.spec import ObjectiveEntry, StudySpec
+
+IDENTITY_EXCLUDED = frozenset(
+    {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
+)
+"""``pretrain`` fields that say how a run reports or runs, not what it learns."""
+
+BASELINE_OBJECTIVE = "none"
+BASELINE_LABEL = "no pre-training"
+BASELINE_FRACTION = 0.0
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def variant_label(label: str, variant: str | None) -> str:
+    """How a unit is named in tables and plots: ``electra`` or ``electra@pre_ln``."""
+    return label if variant is None else f"{label}@{variant}"
+
+
+@dataclass(frozen=True)
+class RunUnit:
+    """One pre-training run."""
+
+    variant: str | None
+    spec: StudySpec  # the variant's resolved spec
+    entry: ObjectiveEntry
+    seed: int
+    plan: RunPlan
+    config: dict[str, Any]  # everything its identity is a hash of
+    run_id: str
+    layout: RunLayout
+
+    @property
+    def label(self) -> str:
+        return variant_label(self.entry.display, self.variant)
+
+    @property
+    def objective(self) -> str:
+        return self.entry.name
+
+    @property
+    def done(self) -> bool:
+        return self.layout.done.exists()
+
+    def kept_dir(self, fraction: float) -> Path:
+        return self.layout.kept(fraction)
+
+    def fractions(self) -> list[float]:
+        """The budget fractions to fine-tune (the spec's choice, else every checkpoint)."""
+        wanted = self.spec.finetune.checkpoints if self.spec.finetune else None
+        return sorted(wanted or [f for f, _ in self.plan.checkpoints])
+
+
+@dataclass(frozen=True)
+class BaselineUnit:
+    """The no-pre-training baseline of one variant: its backbone, freshly initialised."""
+
+    variant: str | None
+    spec: StudySpec
+    config: dict[str, Any]
+    run_id: str
+    layout: RunLayout
+    seed: int = 0
+    objective: str = BASELINE_OBJECTIVE
+
+    @property
+    def label(self) -> str:
+        return variant_label(BASELINE_LABEL, self.variant)
+
+    @property
+    def done(self) -> bool:
+        return (self.kept_dir(BASELINE_FRACTION) / "kept.json").exists()
+
+    def kept_dir(self, fraction: float) -> Path:
+        return self.layout.kept(fraction)
+
+    def fractions(self) -> list[float]:
+        return [BASELINE_FRACTION]
+
+
+Unit = RunUnit | BaselineUnit
+
+
+@dataclass(frozen=True)
+class FinetuneJob:
+    """One fine-tune: a unit's checkpoint at ``fraction``, on ``task``, with ``seed``."""
+
+    job_id: str
+    unit: Unit
+    fraction: float
+    task: str
+    seed: int
+
+    @property
+    def kept_dir(self) -> Path:
+        return self.unit.kept_dir(self.fraction)
