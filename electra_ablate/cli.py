@@ -102,14 +102,11 @@ def run_cli(args: list[str] | None = None) -> int:
         print("interrupted (finished work is kept: the same command resumes)", file=sys.stderr)
         return 130
     except _usage_error_types() as exc:
-        if type(exc).__name__ == "NoArgsIsHelpError":  # e.g. `ablate data`
-            command = " ".join(a for a in args if not a.startswith("-"))
-            print(
-                f"error: `ablate {command}` needs a command; see `ablate {command} --help`",
-                file=sys.stderr,
-            )
-            return 2
-        print(f"error: {_one_line(exc.format_message())}", file=sys.stderr)
+        message = exc.format_message()
+        if type(exc).__name__ == "NoArgsIsHelpError" or message == "Missing command.":
+            group = " ".join(a for a in args if not a.startswith("-"))  # e.g. `ablate data`
+            message = f"`ablate {group}` needs a command; see `ablate {group} --help`"
+        print(f"error: {_one_line(message)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2) or 2
     except Exception as exc:
         if _debugging():

@@ -178,6 +178,40 @@ def glue_scores(results: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def paper_glue_scores(results: pl.DataFrame) -> pl.DataFrame:
+    """The paper's aggregation: each task's headline metric, median over the fine-tuning runs
+    (the paper's median of 10), then the mean over tasks; one number per checkpoint."""
+    headline = results.filter(pl.col("headline") & ~pl.col("task").is_in(EXCLUDED_FROM_GLUE))
+    n_tasks = headline["task"].n_unique()
+    return (
+        headline.group_by([*CHECKPOINT_KEYS, "task"])
+        .agg(pl.col("value").median().alias("task_median"), *_checkpoint_flops())
+        .group_by(list(CHECKPOINT_KEYS))
+        .agg(
+            pl.col("task_median").mean().alias("glue_paper"),
+            pl.col("task").n_unique().alias("n_tasks"),
+            *_checkpoint_flops(),
+        )
+        .filter(pl.col("n_tasks") == n_tasks)
+        .drop("n_tasks")
+        .sort(list(CHECKPOINT_KEYS))
+    )
+
+
+def summary_table(glue: pl.DataFrame) -> pl.DataFrame:
+    """``summary.csv``: per objective entry and checkpoint, the per-model GLUE score's median,
+    min, max and count (the no-pre-training baseline has objective ``none``, fraction 0)."""
+    return glue.select(
+        "objective",
+        "label",
+        pl.col("checkpoint_fraction").alias("budget_fraction"),
+        pl.col("median").alias("glue_median"),
+        pl.col("min").alias("glue_min"),
+        pl.col("max").alias("glue_max"),
+        "n",
+    ).sort("objective", "label", "budget_fraction")
+
+
 def task_scores(results: pl.DataFrame) -> pl.DataFrame:
     """Median, min, max and quartiles of every task metric across all seeds, per checkpoint."""
     keys = [*CHECKPOINT_KEYS, "task", "metric", "headline"]

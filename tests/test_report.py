@@ -30,54 +30,73 @@ RUNS = {
     "BERT": ("bert_mlm", 54.0, 1.0),
     "Replace MLM": ("replace_mlm", 50.0, 0.25),
 }
+BASELINE = ("no pre-training", "none", 52.0)  # label, objective, score at "fraction 0"
+# standard-convention FLOPs per paper-convention FLOP: equal paper budgets differ here
+STANDARD_RATIO = {"electra": 1.5, "all_tokens_mlm": 1.8, "bert_mlm": 1.6, "replace_mlm": 1.55}
 FAILURE = "loss became NaN at step 120"
 STEMS = ("glue_vs_flops", "glue_tasks_vs_flops", "pretrain_curves")
 
 
+def result_row(label, objective, fraction, seed, task, name, headline, value, ratio=1.5):
+    return {
+        "study": "synthetic",
+        "run_id": f"run-{objective}",
+        "objective": objective,
+        "label": label,
+        "pretrain_seed": 0,
+        "checkpoint_fraction": fraction,
+        "pretrain_step": int(800 * fraction),
+        "flops_paper": 4e15 * fraction,
+        "flops_standard": ratio * 4e15 * fraction,
+        "task": task,
+        "finetune_seed": seed,
+        "metric": name,
+        "headline": headline,
+        "value": value,
+        "train_examples": 1000 if task == "cola" else 3668,
+        "wall_s": 2.0,
+    }
+
+
 def result_rows() -> list[dict[str, object]]:
     rows = []
-    for label, (objective, base, last) in RUNS.items():
-        for fraction in (f for f in FRACTIONS if f <= last):
-            for seed, seed_offset in enumerate(SEED_OFFSETS):
-                for task, (metric, offset) in TASKS.items():
-                    value = 99.0 if offset is None else base + 10 * fraction + offset + seed_offset
-                    metrics = [(metric, True, value)]
-                    if task == "mrpc":
-                        metrics.append(("f1", False, value + 5.0))
-                    for name, headline, v in metrics:
-                        rows.append(
-                            {
-                                "study": "synthetic",
-                                "run_id": f"run-{objective}",
-                                "objective": objective,
-                                "label": label,
-                                "pretrain_seed": 0,
-                                "checkpoint_fraction": fraction,
-                                "pretrain_step": int(800 * fraction),
-                                "flops_paper": 4e15 * fraction,
-                                "flops_standard": 6e15 * fraction,
-                                "task": task,
-                                "finetune_seed": seed,
-                                "metric": name,
-                                "headline": headline,
-                                "value": v,
-                                "train_examples": 1000 if task == "cola" else 3668,
-                                "wall_s": 2.0,
-                            }
-                        )
+    points = [
+        (label, objective, base, f)
+        for label, (objective, base, last) in RUNS.items()
+        for f in FRACTIONS
+        if f <= last
+    ]
+    points.append((BASELINE[0], BASELINE[1], BASELINE[2] - 10.0, 0.0))  # 52 at fraction 0
+    for label, objective, base, fraction in points:
+        for seed, seed_offset in enumerate(SEED_OFFSETS):
+            for task, (metric, offset) in TASKS.items():
+                value = 99.0 if offset is None else base + 10 * fraction + offset + seed_offset
+                if objective == "none":
+                    value = 99.0 if offset is None else BASELINE[2] + offset + seed_offset
+                metrics = [(metric, True, value)]
+                if task == "mrpc":
+                    metrics.append(("f1", False, value + 5.0))
+                for name, headline, v in metrics:
+                    ratio = STANDARD_RATIO.get(objective, 1.5)
+                    rows.append(
+                        result_row(label, objective, fraction, seed, task, name, headline, v, ratio)
+                    )
     return rows
 
 
 def pretrain_rows() -> pl.DataFrame:
+    """Known curves: BERT's MLM leaves the plateau (0.1 nats) at step 300 and ELECTRA's
+    discriminator reaches AUC 0.6 at step 400 (both linear in the step, no noise)."""
     rows = []
     for label, (objective, _, last) in RUNS.items():
-        for step in range(0, int(800 * last) + 1, 100):
-            for split in ("train", "heldout"):
-                loss = 10.0 / (1 + step / 100)
-                rtd = objective != "bert_mlm"
+        for step in range(25, int(800 * last) + 1, 25):
+            for split in ("train", "heldout") if step % 200 == 0 else ("train",):
+                rtd = objective in ("electra", "all_tokens_mlm", "replace_mlm")
+                nats = (step - 200) / 1000  # 0.1 at step 300
                 rows.append(
                     {
                         "run_id": f"run-{objective}",
+                        "variant": None,
                         "objective": objective,
                         "label": label,
                         "pretrain_seed": 0,
@@ -85,10 +104,12 @@ def pretrain_rows() -> pl.DataFrame:
                         "flops_paper": 5e12 * step,
                         "flops_standard": 7.5e12 * step,
                         "split": split,
-                        "loss": loss,
-                        "gen_mlm_acc": 0.5 - loss / 40 if rtd else None,
-                        "disc_acc": 0.9 if rtd else None,
+                        "loss": 10.0 / (1 + step / 100),
+                        "mlm_nats_learnt": None if rtd else nats,
                         "mlm_acc": None if rtd else 0.4,
+                        "gen_mlm_nats_learnt": -0.05 if rtd else None,
+                        "gen_entropy": 7.0 if rtd else None,
+                        "disc_auc": 0.5 + step / 4000 if objective == "electra" else None,
                         "tokens_per_s": 7000.0,
                     }
                 )
@@ -100,6 +121,7 @@ def runs_table() -> pl.DataFrame:
         [
             {
                 "run_id": f"run-{objective}",
+                "variant": None,
                 "objective": objective,
                 "label": label,
                 "pretrain_seed": 0,
@@ -124,7 +146,12 @@ def make_study_dir(directory: Path) -> Path:
     study = {
         "name": "synthetic",
         "spec_path": "studies/synthetic.yaml",
-        "spec": {},
+        "spec": {
+            "backbone": {"preset": "micro", "overrides": {"dropout": 0.0}},
+            "pretrain": {"prior_bias": ["mlm"], "learning_rate": 5e-4},
+            "objectives": [],
+        },
+        "pretrain": {"prior_bias": ["mlm"], "learning_rate": 5e-4, "log_every": 25},
         "backbone": {"preset": "micro", "overrides": {}},
         "budget": {"flops": 4e15, "convention": "paper", "checkpoints": list(FRACTIONS)},
         "data": {"corpus": {"paths": ["corpus.txt.gz"]}, "glue": "glue-dir"},
@@ -173,21 +200,114 @@ def test_report_goes_to_run_dir_report_with_every_figure(study_dir, report, text
         assert f"({stem}.png)" in text and f"({stem}.svg)" in text
 
 
-def test_final_table_ranks_labels_with_median_spread_and_paper_number(text):
-    # ELECTRA: cola 60+10+0 = 70, mrpc 90, GLUE mean 80; seeds move it by -1/+2
+def test_final_table_ranks_labels_with_both_aggregations_baseline_gap_and_paper_number(text):
+    # ELECTRA: cola 60+10+0 = 70, mrpc 90, GLUE mean 80; seeds move it by -1/+2; none is 62
     assert table_row(text, "1 | ELECTRA") == (
-        "| 1 | ELECTRA | `electra` | 80.0 (79.0–82.0) | 70.0 (69.0–72.0) | 90.0 (89.0–92.0) "
-        "| 99.0 (99.0–99.0) | 85.0 |"
+        "| 1 | ELECTRA | `electra` | 80.0 (79.0–82.0) | 80.0 | +18.0 | 70.0 (69.0–72.0) "
+        "| 90.0 (89.0–92.0) | 99.0 (99.0–99.0) | 85.0 |"
     )
     assert table_row(text, "2 | All-tokens").endswith(
-        "| 75.0 (74.0–77.0) | 65.0 (64.0–67.0) | 85.0 (84.0–87.0) | 99.0 (99.0–99.0) | 84.3 |"
+        "| 75.0 (74.0–77.0) | 75.0 | +13.0 | 65.0 (64.0–67.0) | 85.0 (84.0–87.0) "
+        "| 99.0 (99.0–99.0) | 84.3 |"
     )
     assert table_row(text, "3 | BERT").endswith("| 82.2 |")
     # the failed run never reached the final budget: unranked, paper number still beside it
     assert table_row(text, "— | Replace MLM") == (
-        "| — | Replace MLM | `replace_mlm` | — | — | — | — | 82.4 |"
+        "| — | Replace MLM | `replace_mlm` | — | — | — | — | — | — | 82.4 |"
+    )
+    assert table_row(text, "— | no pre-training").startswith(
+        "| — | no pre-training | `none` | 62.0 (61.0–64.0) | 62.0 | — | 52.0 (51.0–54.0) |"
     )
     assert "wnli (accuracy, not in GLUE)" in text
+
+
+def test_every_objective_is_compared_with_the_no_pretraining_baseline(text):
+    assert (
+        "**No pre-training**: 62.0 (61.0–64.0). Above it by more than the larger min–max "
+        "spread: ELECTRA (+18.0, spread 3.0), All-tokens (+13.0, spread 3.0), BERT (+12.0, "
+        "spread 3.0)."
+    ) in text
+
+
+def test_the_flops_gap_in_the_other_convention_is_stated(text):
+    assert "counts 6.00e15 for ELECTRA up to 7.20e15 for All-tokens" in text
+    assert "All-tokens got 20% more standard-convention FLOPs than ELECTRA" in text
+
+
+def test_summary_csv_has_every_checkpoint_and_the_baseline(report):
+    summary = pl.read_csv(report.parent / "summary.csv")
+    assert summary.columns == [
+        "objective",
+        "label",
+        "budget_fraction",
+        "glue_median",
+        "glue_min",
+        "glue_max",
+        "n",
+    ]
+    baseline = summary.filter(pl.col("objective") == "none").row(0, named=True)
+    assert baseline == {
+        "objective": "none",
+        "label": "no pre-training",
+        "budget_fraction": 0.0,
+        "glue_median": 62.0,
+        "glue_min": 61.0,
+        "glue_max": 64.0,
+        "n": 3,
+    }
+    electra = summary.filter(pl.col("label") == "ELECTRA").sort("budget_fraction")
+    assert electra["budget_fraction"].to_list() == list(FRACTIONS)
+    assert electra["glue_median"].to_list() == [71.25, 72.5, 75.0, 80.0]
+    assert summary.filter(pl.col("label") == "Replace MLM").height == 2  # 12.5% and 25% only
+
+
+def test_paper_aggregation_takes_task_medians_before_the_mean(tmp_path):
+    """Seed 0 is best on cola and worst on mrpc: the per-model median (a mean per seed, then the
+    median) and the paper's (a median per task, then the mean) differ, as they should."""
+    values = {
+        ("cola", 0): 60.0,
+        ("cola", 1): 50.0,
+        ("cola", 2): 40.0,
+        ("mrpc", 0): 70.0,
+        ("mrpc", 1): 90.0,
+        ("mrpc", 2): 80.0,
+    }
+    rows = [
+        result_row(
+            "E",
+            "electra",
+            1.0,
+            seed,
+            task,
+            "matthews" if task == "cola" else "accuracy",
+            True,
+            value,
+        )
+        for (task, seed), value in values.items()
+    ]
+    from electra_ablate.results import glue_scores, paper_glue_scores
+
+    frame = pl.DataFrame(rows)
+    assert paper_glue_scores(frame)["glue_paper"].to_list() == [65.0]  # (50 + 80) / 2
+    assert glue_scores(frame)["median"].to_list() == [65.0]  # per seed: 65, 70, 60
+    values[("mrpc", 0)] = 100.0  # seed 0's GLUE 80: the per-model median becomes 65 -> 65
+    frame = pl.DataFrame(
+        [
+            result_row(
+                "E",
+                "electra",
+                1.0,
+                seed,
+                task,
+                "matthews" if task == "cola" else "accuracy",
+                True,
+                value,
+            )
+            for (task, seed), value in values.items()
+        ]
+    )
+    assert paper_glue_scores(frame)["glue_paper"].to_list() == [70.0]  # (50 + 90) / 2
+    assert glue_scores(frame)["median"].to_list() == [70.0]  # per seed: 80, 70, 60
 
 
 def test_ordering_line_compares_each_gap_with_the_spread(text):
@@ -200,27 +320,31 @@ def test_ordering_line_compares_each_gap_with_the_spread(text):
 def test_glue_at_every_checkpoint_and_non_headline_metrics(text):
     assert "| Label | 12.5% | 25% | 50% | 100% |" in text
     # Replace MLM at 25%: 50 + 2.5 + 10 = 62.5; missing afterwards
-    assert table_row(text, "Replace MLM | 61.2 (60.2–63.2)") == (
-        "| Replace MLM | 61.2 (60.2–63.2) | 62.5 (61.5–64.5) | — | — |"
+    assert table_row(text, "Replace MLM | 61.2 (60.2–63.2); 61.2") == (
+        "| Replace MLM | 61.2 (60.2–63.2); 61.2 | 62.5 (61.5–64.5); 62.5 | — | — |"
     )
     assert "| Label | mrpc (f1) |" in text
     assert "| ELECTRA | 95.0 (94.0–97.0) |\n" in text
     assert "### 50% of the budget (2.00e15 FLOPs, paper convention)" in text
 
 
-def test_header_shows_provenance_budget_and_caps(text):
+def test_header_shows_provenance_recipe_deviations_budget_and_caps(text):
     for fact in (
         "# Study `synthetic`",
         "`ablate run studies/synthetic.yaml`",
         "`0123abc`",
         "2-core test box",
         "2 h 02 min",
-        "4.00e15 (paper convention), 6.00e15 (standard convention)",
+        "| Pre-training FLOPs per run | 1.00e15–4.00e15 (paper convention), "
+        "1.50e15–6.00e15 (standard convention) |",
         "12.5%, 25%, 50%, 100% of the budget",
         "| Fine-tuning seeds | 0, 1, 2 |",
         "lr=0.0003",
+        "| Output biases | data priors for the mlm heads, zero elsewhere (an opt-in deviation) |",
+        "| Deviations from the paper | dropout 0 in pre-training (the paper: 0.1); output biases "
+        "of the mlm heads start at the data's priors (the original code: zero) |",
         "cola: capped at 1,000 examples (1,000 used)",
-        "mrpc: not capped (3,668 examples), dev set capped at 200 examples",
+        "mrpc: full training set (3,668 examples), dev set capped at 200 examples",
     ):
         assert fact in text
 
@@ -231,11 +355,54 @@ def test_runs_table_lists_the_failed_run_with_its_message(text):
     assert "**failed**" in failed and FAILURE in failed and "| 200 |" in failed
 
 
-def test_pretraining_curves_plot_learning_metrics_only(study_dir):
-    from electra_ablate.plots import curve_metrics
+def test_diagnostics_say_when_each_model_left_its_prior(text):
+    # BERT: nats = (step - 200) / 1000, smoothed over 5 logged points of 25 steps, reaches 0.1
+    # at step 350 = 1.75e15 FLOPs; ELECTRA's AUC = 0.5 + step / 4000 reaches 0.6 at 450
+    assert table_row(text, "BERT | 1.75e15").startswith("| BERT | 1.75e15 | 0.600 (0.550) | — |")
+    electra = table_row(text, "ELECTRA | —")
+    assert "| not reached | -0.050 (-0.050) | 7.000 (7.000) |" in electra
+    assert "| 2.25e15 | 0.700 (0.688) |" in electra
+
+
+def test_curve_panels_show_learning_diagnostics_never_the_lambda_scaled_total(study_dir):
+    from electra_ablate.report.plots import curve_panels
+    from electra_ablate.report.pretraining import PANELS
 
     metrics = pl.read_parquet(study_dir / "pretrain_metrics.parquet")
-    assert curve_metrics(metrics) == ["loss", "gen_mlm_acc", "disc_acc", "mlm_acc"]
+    names = [name for name, _, _ in curve_panels(metrics, PANELS)]
+    assert names == ["mlm_nats_learnt", "gen_mlm_nats_learnt", "disc_auc", "gen_entropy", "mlm_acc"]
+    assert "loss" not in names
+
+
+def test_with_variants_each_objective_gets_its_panels_with_a_line_per_variant():
+    from electra_ablate.report.plots import curve_panels
+    from electra_ablate.report.pretraining import PANELS
+
+    rows = [
+        {
+            "label": f"{label}@{variant}",
+            "variant": variant,
+            "mlm_nats_learnt": 0.1 if bert else None,
+            "disc_auc": None if bert else 0.6,
+        }
+        for label, bert in (("bert_mlm", True), ("electra", False))
+        for variant in ("a", "b")
+    ]
+    panels = curve_panels(pl.DataFrame(rows), PANELS)
+    assert [(name, group) for name, _, group in panels] == [
+        ("mlm_nats_learnt", "bert_mlm"),
+        ("disc_auc", "electra"),
+    ]
+
+
+def test_a_pretraining_only_study_gets_diagnostics_and_no_glue(tmp_path):
+    directory = make_study_dir(tmp_path / "speed")
+    (directory / "results.parquet").unlink()
+    text = write_report(directory).read_text(encoding="utf-8")
+    assert "## Pre-training: did each model learn, and when?" in text
+    assert "Measured ordering" not in text and "Fine-tuning seeds" not in text
+    assert not (directory / "report" / "summary.csv").exists()
+    assert (directory / "report" / "pretrain_curves.png").stat().st_size > 1000
 
 
 def cli() -> typer.Typer:
@@ -271,7 +438,7 @@ def test_cli_defaults_to_the_latest_study_under_runs(tmp_path, monkeypatch):
 def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli(), ["report", "empty"])
-    assert result.exit_code == 1
+    assert result.exit_code == 1  # the runner's code for an exception; `ablate` maps it to 2
     assert isinstance(result.exception, AblateError)
     assert str(result.exception) == "no results in empty: run `ablate run SPEC` first"
     result = CliRunner().invoke(cli(), ["report"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from electra_ablate.commands import (
+    check,
     data,
     export,
     finetune,
@@ -16,4 +17,14 @@ from electra_ablate.commands import (
     spec,
 )
 
-COMMAND_MODULES: list[ModuleType] = [run, report, finetune, export, data, flops, objectives, spec]
+COMMAND_MODULES: list[ModuleType] = [
+    run,
+    report,
+    finetune,
+    export,
+    data,
+    flops,
+    objectives,
+    spec,
+    check,
+]

@@ -12,12 +12,12 @@ from electra_ablate.commands.spec import SET_HELP
 
 
 def register(app: typer.Typer) -> None:
-    data_app = typer.Typer(help="Prepare and inspect a study's data.", no_args_is_help=True)
+    data_app = typer.Typer(help="Prepare and inspect a study's data.")
     app.add_typer(data_app, name="data")
 
     @data_app.command("prepare")
     def prepare_command(
-        spec: Path = typer.Argument(..., help="study spec (YAML)"),
+        spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     ) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's GLUE

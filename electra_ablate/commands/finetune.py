@@ -3,6 +3,10 @@
 Fine-tunes the checkpoint on each task with each seed and prints, per task and metric, the
 median over seeds (the headline, as the paper's median of 10) with the min-max spread, then
 the GLUE score: the mean over tasks of the headline metric's median.
+
+The checkpoint is one of our kept-model folders, or a Hugging Face ELECTRA/BERT model (a local
+folder with ``config.json``, or a hub name ``org/name``) imported by ``electra_ablate.hf_import``,
+so a published encoder can be scored with exactly the recipe our own encoders get.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ RUN_FIELDS = ("train_examples", "epochs", "train_seconds", "wall_seconds")
 def register(app: typer.Typer) -> None:
     @app.command("finetune")
     def finetune_command(
-        checkpoint: Path = typer.Argument(..., help="kept-model directory (kept.json + weights)"),
+        checkpoint: str = typer.Argument(
+            ...,
+            help="kept-model folder (kept.json + weights), Hugging Face ELECTRA/BERT folder "
+            "(config.json + weights + vocab) or hub name such as "
+            "google/electra-small-discriminator",
+            show_default=False,
+        ),
         tasks: str = typer.Option(DEFAULT_TASKS, "--tasks", help="comma-separated GLUE tasks"),
         seeds: str = typer.Option("0", "--seeds", help="comma-separated fine-tuning seeds"),
         glue: str | None = typer.Option(
@@ -53,7 +63,12 @@ def register(app: typer.Typer) -> None:
             help="re-initialise the encoder first: the no-pre-training baseline",
         ),
     ) -> None:
-        """Fine-tune a kept model on GLUE tasks and print the median over seeds."""
+        """Fine-tune a kept model on GLUE tasks and print the median over seeds.
+
+        CHECKPOINT may also be a Hugging Face ELECTRA or BERT checkpoint (a local folder, or a
+        hub name when the hub is reachable): its encoder is imported and fine-tuned with the
+        same recipe, a fresh head on the [CLS] vector (BERT's pooler is not used).
+        """
         recipe = _recipe(cap, epochs, lr, _split(tasks))
         report = finetune_checkpoint(
             checkpoint,
@@ -71,7 +86,7 @@ def register(app: typer.Typer) -> None:
 
 
 def finetune_checkpoint(
-    checkpoint: Path,
+    checkpoint: str | Path,
     tasks: list[str],
     seeds: list[int],
     glue: str,
@@ -90,11 +105,10 @@ def finetune_checkpoint(
 
     from electra_ablate.data.glue import encode_glue, load_glue_task
     from electra_ablate.finetune import supported_max_len
-    from electra_ablate.kept import load_kept
     from electra_ablate.metrics import glue_score
     from electra_ablate.model import init_weights
 
-    kept = load_kept(checkpoint)
+    kept = load_checkpoint(str(checkpoint))
     if from_scratch:
         torch.manual_seed(0)
         std = kept.model.encoder.cfg.initializer_range
@@ -117,6 +131,8 @@ def finetune_checkpoint(
     headlines = {name: t["metrics"][t["headline"]]["median"] for name, t in per_task.items()}
     return {
         "checkpoint": str(checkpoint),
+        "source": kept.meta.get("source", str(checkpoint)),
+        "objective": kept.meta.get("objective"),
         "glue": glue,
         "seeds": seeds,
         "device": device,
@@ -125,6 +141,35 @@ def finetune_checkpoint(
         "tasks": per_task,
         "glue_score": glue_score(headlines) if set(headlines) - {"wnli"} else None,
     }
+
+
+def load_checkpoint(checkpoint: str) -> LoadedKept:
+    """Our kept folder, a Hugging Face folder (``config.json``, no ``kept.json``) or a hub name.
+
+    A folder is never sent to the hub, and a path-like name whose first part exists locally is
+    reported as a missing path, so a typo cannot turn into a confusing download failure.
+    """
+    from electra_ablate.hf_import import is_hf_folder, is_hub_name, load_hf
+    from electra_ablate.kept import load_kept
+
+    path = Path(checkpoint).expanduser()
+    if path.is_dir():
+        if is_hf_folder(path):
+            return load_hf(path)
+        if not (path / "kept.json").exists():
+            raise InputError(
+                f"not a checkpoint: {path} has neither kept.json (a kept model) nor config.json "
+                "(a Hugging Face model)"
+            )
+        return load_kept(path)
+    if path.exists():
+        raise InputError(f"not a checkpoint: {path} is a file; give the folder that holds it")
+    if is_hub_name(checkpoint):
+        return load_hf(checkpoint)
+    raise InputError(
+        f"not a checkpoint: {path} does not exist (give a kept-model folder, a Hugging Face "
+        "model folder, or a hub name such as google/electra-small-discriminator)"
+    )
 
 
 def _finetune_one(
@@ -189,6 +234,9 @@ def _print_table(report: dict[str, Any]) -> None:
                 f"{task['train_examples']} × {task['epochs']} ep" if i == 0 else "",
             )
     console = Console()
+    origin = report["source"] + (f" ({report['objective']})" if report["objective"] else "")
+    scratch = ", re-initialised (--from-scratch)" if report["from_scratch"] else ""
+    console.print(f"{origin}{scratch}", highlight=False)
     console.print(table)
     if report["glue_score"] is not None:
         console.print(f"GLUE score (mean of * medians, WNLI excluded): {report['glue_score']:.1f}")

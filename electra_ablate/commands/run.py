@@ -32,12 +32,17 @@ def register(app: typer.Typer) -> None:
         progress: bool | None = typer.Option(
             None, "--progress/--no-progress", help="default: a live line on a terminal"
         ),
+        tensorboard: bool = typer.Option(
+            False, "--tensorboard", help="log every metric to <run>/tensorboard too (the extra)"
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
         from electra_ablate.spec import load_spec, parse_set_options
 
         overrides = parse_set_options(set_)
+        if tensorboard:  # a reporting switch: not part of any run's identity
+            overrides["pretrain.tensorboard"] = True
         spec = load_spec(spec_path, overrides, check_data=True)
         out_dir = out or Path("runs") / spec.name
         device_name = device.value if device else None

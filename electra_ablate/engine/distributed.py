@@ -82,3 +82,9 @@ class Distributed:
     def barrier(self) -> None:
         if self.world_size > 1:
             dist.barrier()
+
+    def close(self) -> None:
+        """Leave the process group (torchrun expects every rank to)."""
+        if self.world_size > 1 and dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()

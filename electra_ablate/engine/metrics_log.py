@@ -12,19 +12,33 @@ from electra_ablate.errors import InputError
 from electra_ablate.storage import atomic_write_text
 
 
+def tensorboard_writer(directory: Path):  # -> torch.utils.tensorboard.SummaryWriter
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        raise InputError(
+            "TensorBoard logging needs the tensorboard package: "
+            "pip install 'electra-ablate[tensorboard]'"
+        ) from None
+    return SummaryWriter(str(directory))
+
+
+def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
+    """A finished fine-tune's dev metrics in the run's TensorBoard folder, at the pre-training
+    step of its checkpoint, so GLUE curves sit beside the pre-training curves."""
+    board = tensorboard_writer(directory)
+    for metric, value in record["metrics"].items():
+        if metric in ("train_examples", "epochs", "train_seconds", "wall_seconds"):
+            continue
+        tag = f"glue/{record['task']}/{metric}/seed{record['seed']}"
+        board.add_scalar(tag, value, record["step"])
+    board.close()
+
+
 class MetricsLog:
     def __init__(self, path: Path, tensorboard_dir: Path | None = None) -> None:
         self.path = path
-        self._board = None
-        if tensorboard_dir is not None:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:
-                raise InputError(
-                    "TensorBoard logging needs the tensorboard package: "
-                    "pip install 'electra-ablate[tensorboard]'"
-                ) from None
-            self._board = SummaryWriter(str(tensorboard_dir))
+        self._board = tensorboard_writer(tensorboard_dir) if tensorboard_dir is not None else None
 
     def write(self, row: dict[str, Any]) -> None:
         """Append one row; non-finite numbers are written as null (JSON has no NaN)."""

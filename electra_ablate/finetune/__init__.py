@@ -1,21 +1,30 @@
-"""GLUE fine-tuning of a kept encoder: recipe, classifier, dynamic padding, training loop."""
+"""GLUE fine-tuning of a kept encoder: recipe, classifier, dynamic padding, training loop.
 
-from electra_ablate.finetune.batching import Examples, as_examples
-from electra_ablate.finetune.classifier import GlueClassifier, layerwise_param_groups
-from electra_ablate.finetune.loop import TaskInfo, finetune_task, predict, supported_max_len
-from electra_ablate.finetune.recipe import FinetuneRecipe
-from electra_ablate.metrics import glue_score, summarise_seeds
+Names are loaded on first use (PEP 562), so that importing the light ``recipe`` module (as the
+spec and the CLI do) does not pull in torch, scipy and scikit-learn.
+"""
 
-__all__ = [
-    "Examples",
-    "FinetuneRecipe",
-    "GlueClassifier",
-    "TaskInfo",
-    "as_examples",
-    "finetune_task",
-    "glue_score",
-    "layerwise_param_groups",
-    "predict",
-    "summarise_seeds",
-    "supported_max_len",
-]
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "Examples": "batching",
+    "as_examples": "batching",
+    "GlueClassifier": "classifier",
+    "layerwise_param_groups": "classifier",
+    "TaskInfo": "loop",
+    "finetune_task": "loop",
+    "predict": "loop",
+    "supported_max_len": "loop",
+    "FinetuneRecipe": "recipe",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)

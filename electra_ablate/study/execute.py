@@ -16,6 +16,7 @@ import torch
 
 from electra_ablate.data.batches import PackedBatches
 from electra_ablate.data.glue import GLUE_TASKS
+from electra_ablate.engine.metrics_log import log_finetune_scalars
 from electra_ablate.engine.progress import ProgressMode
 from electra_ablate.engine.trainer import PretrainRun, Trainer
 from electra_ablate.errors import AblateError
@@ -135,6 +136,8 @@ def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
     except AblateError as exc:
         record |= {"status": "failed", "message": str(exc)}
     atomic_write_text(path, json.dumps(record, indent=1))
+    if spec.pretrain.tensorboard and record["status"] == "done":
+        log_finetune_scalars(job.unit.layout.tensorboard, record)
     return record
 
 

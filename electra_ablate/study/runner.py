@@ -61,6 +61,7 @@ def run_study(
             records += [(unit, r) for r in finetune_unit(study, unit, log)]
     ok = all(s["status"] == "done" for _, s in summaries)
     ok = ok and all(r["status"] == "done" for _, r in records)
+    study.dist.barrier()  # every rank has finished training before rank 0 writes
     if study.dist.is_main:
         write_tables(study, summaries, records)
         finished = time.time()
@@ -69,4 +70,5 @@ def run_study(
             f"results in {study.layout.results} ({finished - started:.0f} s)"
             + ("" if ok else "; some work FAILED (see runs.parquet)")
         )
+    study.dist.close()
     return ok

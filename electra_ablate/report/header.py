@@ -1,0 +1,177 @@
+"""The report's first table: what ran, on what, with which recipe, and every way it departs from
+the paper, read from ``study.json`` (the resolved spec, and each variant's)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from electra_ablate.config import preset
+from electra_ablate.finetune.recipe import FinetuneRecipe
+from electra_ablate.report.markdown import (
+    NO_VALUE,
+    duration,
+    flops_range,
+    fraction,
+    inline,
+    lookup,
+    table,
+)
+from electra_ablate.results import ordered_tasks
+
+REPORTING_FIELDS = (
+    "seeds",
+    "log_every",
+    "eval_batches",
+    "resume_every",
+    "num_threads",
+    "tensorboard",
+)
+PAPER_DROPOUT = 0.1
+
+
+def deviations(spec: Mapping[str, Any]) -> list[str]:
+    """How one resolved spec departs from the paper and the original code (DESIGN.md §2, §5, §6);
+    the CPU-scale size, budget and caps are stated elsewhere in the header."""
+    out = []
+    overrides = spec.get("backbone", {}).get("overrides", {}) or {}
+    backbone = preset(spec.get("backbone", {}).get("preset", "tiny")).with_overrides(**overrides)
+    if backbone.layer_norm == "pre":
+        out.append("pre-LN encoder (the paper: post-LN)")
+    for field, name in (("dropout", "dropout"), ("attention_dropout", "attention dropout")):
+        value = getattr(backbone, field)
+        if value != PAPER_DROPOUT:
+            out.append(f"{name} {value:g} in pre-training (the paper: {PAPER_DROPOUT:g})")
+    pretrain = spec.get("pretrain", {})
+    kinds = pretrain.get("prior_bias") or []
+    if kinds:
+        note = " (so the generator starts as a unigram sampler)" if "generator" in kinds else ""
+        out.append(
+            f"output biases of the {', '.join(kinds)} heads start at the data's priors{note} "
+            "(the original code: zero)"
+        )
+    if pretrain.get("schedule", "linear") != "linear":
+        out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
+    for entry in spec.get("objectives", []):
+        if entry.get("name") == "two_stage" and entry.get("params", {}).get("split_by") == "flops":
+            out.append("two-stage splits its budget by FLOPs (the paper: equal steps per stage)")
+    finetune = spec.get("finetune")
+    if finetune:
+        paper, ours = FinetuneRecipe(), FinetuneRecipe.model_validate(finetune.get("recipe", {}))
+        for task in finetune.get("tasks", []):
+            if ours.epochs_for(task) != paper.epochs_for(task):
+                out.append(
+                    f"{task} fine-tuned for {ours.epochs_for(task)} epochs "
+                    f"(the paper: {paper.epochs_for(task)})"
+                )
+        for field in ("lr", "layer_decay", "batch_size", "warmup_fraction", "weight_decay"):
+            mine, theirs = getattr(ours, field), getattr(paper, field)
+            if mine != theirs:
+                out.append(f"fine-tuning {field} {mine} (the paper: {theirs})")
+    return out
+
+
+def deviations_text(study: Mapping[str, Any]) -> str:
+    variants = study.get("variants") or {}
+    if not variants:
+        found = deviations(study.get("spec", {}))
+        return "; ".join(found) if found else "none"
+    per = {label: deviations(spec) for label, spec in variants.items()}
+    common = [d for d in next(iter(per.values())) if all(d in v for v in per.values())]
+    parts = [f"all variants: {'; '.join(common)}"] if common else []
+    for label, found in per.items():
+        own = [d for d in found if d not in common]
+        if own:
+            parts.append(f"`{label}`: {'; '.join(own)}")
+    return " — ".join(parts) or "none"
+
+
+def output_bias_text(study: Mapping[str, Any]) -> str:
+    kinds = (study.get("pretrain") or {}).get("prior_bias") or []
+    if not kinds:
+        return (
+            "zero for every head, as in the original code (an untrained generator samples "
+            "near-uniformly)"
+        )
+    return f"data priors for the {', '.join(kinds)} heads, zero elsewhere (an opt-in deviation)"
+
+
+def caps_text(finetune: Mapping[str, Any], results: pl.DataFrame) -> str:
+    """Per task: the caps on training and dev examples, and the training examples used.
+
+    Capped fine-tuning is what makes CPU studies possible, and it lowers every score, so the
+    report never lets it go unmentioned.
+    """
+    caps = {**(finetune.get("recipe") or {}).get("train_caps", {}), **(finetune.get("caps") or {})}
+    eval_caps = finetune.get("eval_caps") or {}
+    used = results.group_by("task").agg(pl.col("train_examples").max())
+    parts = []
+    for task in ordered_tasks(results["task"].to_list()):
+        n_used = lookup(used, task=task)["train_examples"]
+        if task in caps:
+            text = f"{task}: capped at {caps[task]:,} examples ({n_used:,} used)"
+        else:
+            text = f"{task}: full training set ({n_used:,} examples)"
+        if task in eval_caps:
+            text += f", dev set capped at {eval_caps[task]:,} examples"
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def header(
+    study: Mapping[str, Any],
+    run_dir: Path,
+    results: pl.DataFrame | None,
+    runs: pl.DataFrame | None,
+) -> str:
+    pretrain = {k: v for k, v in (study.get("pretrain") or {}).items() if k not in REPORTING_FIELDS}
+    rows = [
+        ("Command", f"`{study['command']}`" if study.get("command") else NO_VALUE),
+        ("Spec", f"`{study['spec_path']}`" if study.get("spec_path") else NO_VALUE),
+        ("Overrides (--set)", inline(study.get("overrides")) if study.get("overrides") else "none"),
+        ("Git commit", f"`{study['git_commit']}`" if study.get("git_commit") else NO_VALUE),
+        ("Machine", inline(study.get("machine"))),
+        ("Date", f"{study.get('started') or NO_VALUE} → {study.get('finished') or 'not finished'}"),
+        ("Wall time", duration(study.get("wall_s"))),
+        ("Data", inline(study.get("data"))),
+        ("Backbone", inline(study.get("backbone"))),
+        ("Pre-training recipe", inline(pretrain)),
+        ("Output biases", output_bias_text(study)),
+        ("Deviations from the paper", deviations_text(study)),
+        ("FLOPs budget", inline(study.get("budget"))),
+    ]
+    if study.get("variants"):
+        sets = [
+            f"`{v['label']}`: {inline(v.get('set')) or 'as specified'}"
+            for v in study["spec"]["variants"]
+        ]
+        rows.append(("Variants", "; ".join(sets)))
+    if runs is not None:
+        done = runs.filter(pl.col("objective") != "none")
+        if done.height:
+            rows.append(
+                (
+                    "Pre-training FLOPs per run",
+                    f"{flops_range(done['flops_paper'])} (paper convention), "
+                    f"{flops_range(done['flops_standard'])} (standard convention)",
+                )
+            )
+    if results is not None:
+        finetune = study.get("finetune") or {}
+        pretrained = results.filter(pl.col("objective") != "none")
+        fractions = sorted(set(pretrained["checkpoint_fraction"].to_list()))
+        rows += [
+            (
+                "Fine-tuned checkpoints",
+                ", ".join(fraction(f) for f in fractions) + " of the budget",
+            ),
+            ("Pre-training seeds", ", ".join(map(str, sorted(set(results["pretrain_seed"]))))),
+            ("Fine-tuning seeds", ", ".join(map(str, sorted(set(results["finetune_seed"]))))),
+            ("Fine-tuning recipe", inline(finetune.get("recipe"))),
+            ("Training examples per task", caps_text(finetune, results)),
+        ]
+    name = study.get("name") or run_dir.name
+    return f"# Study `{name}`\n\n" + table(["", ""], rows)

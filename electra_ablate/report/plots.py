@@ -1,0 +1,213 @@
+"""The report's figures, as PNG (for reading on GitHub) and SVG (for papers and slides).
+
+Figures are built on ``matplotlib.figure.Figure`` directly, so no pyplot state or interactive
+backend is involved; PNGs go through Agg. The x-axis is always cumulative pre-training FLOPs in
+the paper's convention on a log scale, as in the ELECTRA paper's figures.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import matplotlib
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
+
+from electra_ablate.results import EXCLUDED_FROM_GLUE, ordered_tasks
+from electra_ablate.storage import atomic_file
+
+BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
+FLOPS_LABEL = "pre-training FLOPs (paper convention)"
+PANEL_WIDTH, PANEL_HEIGHT = 4.2, 3.2
+BASELINE_COLOR = (0.35, 0.35, 0.35)
+
+
+def format_flops(x: float) -> str:
+    """FLOPs as ``1.23e16``: short, and the way the paper writes them."""
+    mantissa, exponent = f"{x:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def tick_label(x: float) -> str:
+    """A tick's FLOPs as ``3e13``: two characters of mantissa at most, so ticks never collide."""
+    mantissa, exponent = f"{x:.0e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def flops_axis(ax: Axes, ticks: Sequence[float] | None = None) -> None:
+    """Log x-axis labelled ``1e13 3e13 1e14``: ticks at the given FLOPs (the checkpoints), else
+    at 1 and 3 per decade; no minor ticks (mathtext labels on every minor tick clutter and are
+    most of the drawing time)."""
+    ax.set_xscale("log")
+    if ticks:
+        ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_flops(x)))
+    else:
+        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.tick_params(axis="x", labelsize="small")
+
+
+def label_colors(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
+    """A fixed colour per label, in the given order, so every figure uses the same one."""
+    palette = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
+    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+
+
+def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    """Write ``stem.png`` and ``stem.svg``; the SVG carries no date and fixed ids (byte-stable)."""
+    paths = []
+    with matplotlib.rc_context({"svg.hashsalt": "electra-ablate"}):
+        for fmt, metadata in (("png", {"Software": None}), ("svg", {"Date": None})):
+            path = Path(out_dir) / f"{stem}.{fmt}"
+            with atomic_file(path) as tmp:
+                fig.savefig(tmp, format=fmt, dpi=120, metadata=metadata)
+            paths.append(path)
+    return paths
+
+
+def grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[Axes]]:
+    cols = min(max_cols, n_panels)
+    rows = math.ceil(n_panels / cols)
+    fig = Figure(figsize=(PANEL_WIDTH * cols, PANEL_HEIGHT * rows), layout="constrained")
+    axes = list(fig.subplots(rows, cols, squeeze=False).flat)
+    for spare in axes[n_panels:]:
+        spare.set_visible(False)
+    return fig, axes[:n_panels]
+
+
+def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple]) -> None:
+    """One line per label through the medians, shaded from min to max across seeds; the
+    no-pre-training baseline (FLOPs 0, off a log axis) as a horizontal line with its band."""
+    curves = summary.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    for label, color in colors.items():
+        points = curves.filter(pl.col("label") == label).sort("flops_paper")
+        if points.is_empty():
+            continue
+        x = points["flops_paper"].to_list()
+        ax.fill_between(x, points["min"].to_list(), points["max"].to_list(), color=color, alpha=0.2)
+        ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=4)
+    for row in summary.filter(pl.col("objective") == BASELINE_OBJECTIVE).iter_rows(named=True):
+        ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
+        ax.axhline(
+            row["median"], color=BASELINE_COLOR, linestyle="--", linewidth=1.2, label=row["label"]
+        )
+    # one tick per checkpoint: objectives reach a budget fraction within a step of each other
+    ticks = curves.group_by("checkpoint_fraction").agg(pl.col("flops_paper").mean())
+    flops_axis(ax, ticks["flops_paper"].to_list())
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def plot_glue_vs_flops(
+    glue: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
+) -> list[Path]:
+    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    ax = fig.subplots()
+    median_with_band(ax, glue, colors)
+    ax.set_xlabel(FLOPS_LABEL)
+    ax.set_ylabel("GLUE score (median; band: min–max over seeds)")
+    ax.legend(fontsize="small")
+    return save_figure(fig, out_dir, "glue_vs_flops")
+
+
+def plot_task_scores(tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path) -> list[Path]:
+    """One panel per task, its headline metric against pre-training FLOPs."""
+    headline = tasks.filter(pl.col("headline"))
+    names = ordered_tasks(headline["task"].to_list())
+    fig, axes = grid(len(names))
+    for ax, task in zip(axes, names, strict=True):
+        rows = headline.filter(pl.col("task") == task)
+        median_with_band(ax, rows, colors)
+        note = " — not in GLUE score" if task in EXCLUDED_FROM_GLUE else ""
+        ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
+        ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+    handles = [Line2D([], [], color=c, marker="o", label=label) for label, c in colors.items()]
+    if (headline["objective"] == BASELINE_OBJECTIVE).any():
+        handles.append(
+            Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="no pre-training")
+        )
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
+    return save_figure(fig, out_dir, "glue_tasks_vs_flops")
+
+
+def curve_panels(
+    metrics: pl.DataFrame, panels: Sequence[tuple[str, str]]
+) -> list[tuple[str, str, str | None]]:
+    """(metric, title, group) per panel. Without variants one panel per metric, a line per
+    label; with variants one panel per (objective entry, metric), a line per variant, since
+    a recipe study asks how each setting moves one objective's curve."""
+    present = [
+        (m, t)
+        for m, t in panels
+        if m in metrics.columns and metrics[m].null_count() < metrics.height
+    ]
+    if "variant" not in metrics.columns or metrics["variant"].null_count() == metrics.height:
+        return [(m, t, None) for m, t in present]
+    out = []
+    for group in dict.fromkeys(base_label(label) for label in metrics["label"].to_list()):
+        rows = metrics.filter(
+            pl.col("label").map_elements(base_label, return_dtype=pl.String) == group
+        )
+        out += [
+            (m, f"{group}: {t}", group) for m, t in present if rows[m].null_count() < rows.height
+        ]
+    return out
+
+
+def base_label(label: str) -> str:
+    """``electra@pre_ln`` -> ``electra``."""
+    return label.rsplit("@", 1)[0]
+
+
+def plot_pretrain_curves(
+    metrics: pl.DataFrame,
+    colors: Mapping[str, tuple],
+    out_dir: Path,
+    panels: Sequence[tuple[str, str]],
+    smoothing: int,
+) -> list[Path]:
+    """Training curves smoothed over ``smoothing`` logged points (solid) and held-out values
+    at the checkpoints (dots), one line per run, in the panels ``curve_panels`` chooses."""
+    logged = metrics.filter(pl.col("flops_paper") > 0).sort(["run_id", "split", "step"])
+    layout = curve_panels(logged, panels)
+    by_variant = any(group is not None for _, _, group in layout)
+    fig, axes = grid(len(layout))
+    for ax, (name, title, group) in zip(axes, layout, strict=True):
+        rows = (
+            logged
+            if group is None
+            else logged.filter(
+                pl.col("label").map_elements(base_label, return_dtype=pl.String) == group
+            )
+        )
+        present = rows.filter(pl.col(name).is_not_null())
+        for (_, split), curve in present.group_by(["run_id", "split"], maintain_order=True):
+            key = curve["variant"][0] if by_variant else curve["label"][0]
+            color = colors.get(key, "grey")
+            x = curve["flops_paper"].to_list()
+            if split == "train":
+                y = curve[name].rolling_mean(smoothing, min_samples=1).to_list()
+                ax.plot(x, y, "-", color=color, linewidth=1.2)
+            else:
+                ax.plot(x, curve[name].to_list(), "o", color=color, markersize=4)
+        if name == "disc_auc":
+            ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
+        elif name.endswith("nats_learnt"):
+            ax.axhline(0.0, color="black", linewidth=0.6, linestyle=":")
+        flops_axis(ax)
+        ax.set_title(title, fontsize="medium")
+        ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+        ax.grid(True, which="major", alpha=0.3)
+    handles = [Line2D([], [], color=c, label=label) for label, c in colors.items()]
+    handles += [
+        Line2D([], [], color="black", linestyle="-", label="train (smoothed)"),
+        Line2D([], [], color="black", linestyle="", marker="o", label="held-out"),
+    ]
+    fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5))
+    return save_figure(fig, out_dir, "pretrain_curves")

@@ -1,0 +1,26 @@
+"""The plugin keeps electra-ablate's objective contract: the check ``ablate check random_rtd``
+runs, here in the plugin's own suite (``pytest examples/random_rtd_plugin/tests``)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("random_rtd_plugin", reason="the random_rtd plugin is not installed")
+
+from electra_ablate.objective import available_objectives  # noqa: E402
+from electra_ablate.testing import RULES, check_objective  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def registered() -> None:
+    """Importable is not enough: the contract looks the objective up by its entry point."""
+    if "random_rtd" not in available_objectives():
+        pytest.skip("random_rtd is not registered (install the plugin: pip install -e .)")
+
+
+def test_random_rtd_keeps_the_objective_contract() -> None:
+    assert check_objective("random_rtd") == list(RULES)
+
+
+def test_random_rtd_keeps_the_contract_with_a_stronger_detection_loss() -> None:
+    assert check_objective("random_rtd", {"disc_weight": 50.0, "mask_rate": 0.3}) == list(RULES)
