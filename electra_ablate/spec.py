@@ -12,6 +12,7 @@ sweep applied identically to all objectives).
 from __future__ import annotations
 
 import copy
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -44,8 +45,13 @@ class Strict(BaseModel):
 
 
 class BackboneSpec(Strict):
-    preset: Literal["micro", "tiny", "small", "base", "large"] = "tiny"
-    overrides: dict[str, Any] = Field(default_factory=dict, description="BackboneConfig fields")
+    preset: Literal["micro", "tiny", "small", "base", "large"] = Field(
+        "tiny",
+        description="micro (tests), tiny (CPU studies), small/base/large (the paper's ELECTRA)",
+    )
+    overrides: dict[str, Any] = Field(
+        default_factory=dict, description="changes to the preset, by field (below)"
+    )
 
     @field_validator("overrides")
     @classmethod
@@ -66,11 +72,18 @@ class BudgetSpec(Strict):
     """Equal compute for every objective: a FLOPs budget, or the FLOPs that ``steps`` steps of
     the objective labelled ``steps_of`` (default: the first) cost."""
 
-    flops: float | None = Field(None, gt=0)
-    steps: int | None = Field(None, gt=0)
-    steps_of: str | None = None
-    convention: Literal["paper", "standard"] = "paper"
-    checkpoints: list[float] = Field(default_factory=lambda: [0.125, 0.25, 0.5, 1.0])
+    flops: float | None = Field(None, gt=0, description="pre-training FLOPs per objective")
+    steps: int | None = Field(
+        None, gt=0, description="or: the FLOPs that this many steps of `steps_of` cost"
+    )
+    steps_of: str | None = Field(None, description="objective label (default: the first)")
+    convention: Literal["paper", "standard"] = Field(
+        "paper", description="FLOPs convention the budget is counted in"
+    )
+    checkpoints: list[float] = Field(
+        default_factory=lambda: [0.125, 0.25, 0.5, 1.0],
+        description="budget fractions at which the kept encoder is saved; must include 1.0",
+    )
 
     @model_validator(mode="after")
     def _one_budget(self) -> BudgetSpec:
@@ -84,40 +97,50 @@ class BudgetSpec(Strict):
 
 
 class PretrainSpec(Strict):
-    batch_size: int = Field(128, gt=0)
-    learning_rate: float = Field(5e-4, gt=0)
-    warmup_fraction: float = Field(0.01, ge=0, lt=1)
+    batch_size: int = Field(128, gt=0, description="sequences per step, over all ranks")
+    learning_rate: float = Field(5e-4, gt=0, description="peak learning rate")
+    warmup_fraction: float = Field(
+        0.01, ge=0, lt=1, description="linear warm-up, as a share of each stage's steps"
+    )
     schedule: Literal["linear", "cosine", "constant"] = Field(
         "linear", description="decay after warm-up: linear to zero (BERT, ELECTRA), cosine, none"
     )
-    weight_decay: float = Field(0.01, ge=0)
-    adam_betas: tuple[float, float] = (0.9, 0.999)
-    adam_eps: float = Field(1e-6, gt=0)
-    grad_clip: float = Field(1.0, gt=0)
+    weight_decay: float = Field(0.01, ge=0, description="AdamW, never on LayerNorm or bias")
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW beta1, beta2")
+    adam_eps: float = Field(1e-6, gt=0, description="AdamW epsilon")
+    grad_clip: float = Field(1.0, gt=0, description="global gradient-norm clip")
     prior_bias: list[PriorKind] = Field(
         default_factory=list,
         description="output biases that start at the data's priors instead of zero (the "
         "original code's init): mlm heads at log token frequencies, the generator's too, "
         "detection heads at the base replaced rate. A deviation; every report states it",
     )
-    seeds: list[int] = Field(default_factory=lambda: [0], min_length=1)
+    seeds: list[int] = Field(
+        default_factory=lambda: [0], min_length=1, description="one run per objective and seed"
+    )
     # Below: how a run reports and where it runs. None of it changes the trained weights, so
     # none of it is part of a run's identity (study.plan.IDENTITY_EXCLUDED).
-    log_every: int = Field(50, gt=0)
+    log_every: int = Field(50, gt=0, description="steps per logged (averaged) metrics row")
     eval_batches: int = Field(8, ge=0, description="held-out batches evaluated at checkpoints")
     resume_every: int = Field(
         200, ge=0, description="steps between resumable states (0: only at checkpoints)"
     )
-    num_threads: int | None = Field(None, gt=0)
+    num_threads: int | None = Field(
+        None, gt=0, description="torch threads (default: torch's); split among --workers"
+    )
     tensorboard: bool = Field(
         False, description="also log every metric to <run>/tensorboard (needs the extra)"
     )
 
 
 class ObjectiveEntry(Strict):
-    name: str
-    label: str | None = Field(None, pattern=r"^[A-Za-z0-9_.=-]+$")
-    params: dict[str, Any] = Field(default_factory=dict)
+    name: str = Field(description="a registered objective (`ablate objectives`)")
+    label: str | None = Field(
+        None, pattern=r"^[A-Za-z0-9_.=-]+$", description="name in tables and plots (default: name)"
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the objective's params (`ablate objectives`)"
+    )
 
     @property
     def display(self) -> str:
@@ -125,15 +148,19 @@ class ObjectiveEntry(Strict):
 
 
 class FinetuneSpec(Strict):
-    tasks: list[str] = Field(min_length=1)
-    seeds: list[int] = Field(default_factory=lambda: [0, 1, 2], min_length=1)
+    tasks: list[str] = Field(min_length=1, description="GLUE tasks: cola, sst2, mrpc, stsb, ...")
+    seeds: list[int] = Field(
+        default_factory=lambda: [0, 1, 2], min_length=1, description="fine-tuning seeds"
+    )
     caps: dict[str, PositiveInt] = Field(
         default_factory=dict, description="max training examples per task"
     )
     eval_caps: dict[str, PositiveInt] = Field(
         default_factory=dict, description="max eval examples per task"
     )
-    recipe: FinetuneRecipe = Field(default_factory=FinetuneRecipe)
+    recipe: FinetuneRecipe = Field(
+        default_factory=FinetuneRecipe, description="ELECTRA-Small's GLUE recipe, by field"
+    )
     checkpoints: list[float] | None = Field(
         None, description="fractions to fine-tune (default all)"
     )
@@ -173,13 +200,15 @@ class VariantSpec(Strict):
     """A named set of changes to the spec, as ``--set`` paths, e.g.
     ``{label: hot, set: {pretrain.learning_rate: 1.0e-3}}``."""
 
-    label: str = Field(pattern=r"^[A-Za-z0-9_.=-]+$")
-    set: dict[str, Any] = Field(default_factory=dict)
+    label: str = Field(pattern=r"^[A-Za-z0-9_.=-]+$", description="name of the variant")
+    set: dict[str, Any] = Field(
+        default_factory=dict, description="dotted path: value, as `--set` takes them"
+    )
 
 
 class StudySpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
-    description: str = ""
+    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the output folder")
+    description: str = Field("", description="free text, kept in study.json")
     data: DataSpec
     backbone: BackboneSpec = Field(default_factory=BackboneSpec)
     budget: BudgetSpec
@@ -191,7 +220,9 @@ class StudySpec(Strict):
     variants: list[VariantSpec] = Field(
         default_factory=list, description="named sets of changes; every objective runs under each"
     )
-    device: Literal["auto", "cpu", "cuda"] = "auto"
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="auto: cuda when available (bf16 autocast), else cpu (fp32)"
+    )
 
     spec_dir: Path = Field(default=Path("."), exclude=True)
 
@@ -479,3 +510,88 @@ def load_spec(
         overrides=overrides,
         check_data=check_data,
     )
+
+
+# ----------------------------------------------------------------------- reference
+
+
+def reference_rows() -> list[tuple[str, str, str, str]]:
+    """``(key path, type, default, description)`` for every key a study spec accepts, in the
+    order of the models (``ablate schema --markdown``; the README's reference is this table)."""
+    from pydantic.fields import PydanticUndefined
+
+    rows: list[tuple[str, str, str, str]] = []
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, field in model.model_fields.items():
+            if field.exclude:
+                continue
+            path = f"{prefix}{name}"
+            nested = _model_at(model, (name,))
+            if field.default is PydanticUndefined and field.default_factory is None:
+                default = "required"
+            else:
+                value = field.get_default(call_default_factory=True)
+                default = "—" if isinstance(value, BaseModel) else _show(value)
+            described = field.description or ""
+            if nested is not None:
+                is_list = "list" in str(field.annotation)
+                rows.append(
+                    (path, "list of mappings" if is_list else "mapping", default, described)
+                )
+                walk(nested, f"{path}[]." if is_list else f"{path}.")
+            else:
+                rows.append((path, _type_name(field.annotation), default, described))
+            if path == "backbone.overrides":
+                for key, item in BackboneConfig.model_fields.items():
+                    if key in (
+                        "hidden_size",
+                        "num_layers",
+                        "num_heads",
+                        "intermediate_size",
+                        "embedding_size",
+                    ):
+                        default = "preset's"
+                    else:
+                        default = _show(item.get_default(call_default_factory=True))
+                    rows.append(
+                        (
+                            f"{path}.{key}",
+                            _type_name(item.annotation),
+                            default,
+                            item.description or "",
+                        )
+                    )
+
+    walk(StudySpec, "")
+    return rows
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, (list, tuple, dict)) and not value:
+        return "[]" if not isinstance(value, dict) else "{}"
+    return json.dumps(value) if not isinstance(value, str) else value
+
+
+def _type_name(annotation: Any) -> str:
+    import typing
+
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:  # PositiveInt and the like: the base type is what reads
+        return _type_name(typing.get_args(annotation)[0])
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    optional = len(args) < len(typing.get_args(annotation))
+    if origin is Literal:
+        text = " | ".join(str(a) for a in typing.get_args(annotation))
+    elif origin in (list, tuple):
+        text = f"{'list' if origin is list else 'pair'} of {_type_name(args[0])}"
+    elif origin is dict:
+        text = f"mapping to {_type_name(args[-1])}"
+    elif args and origin is not None:  # a union such as X | None
+        text = " or ".join(_type_name(a) for a in args)
+    else:
+        text = getattr(annotation, "__name__", str(annotation))
+    text = {"int": "integer", "float": "number", "str": "text", "bool": "true/false"}.get(
+        text, text
+    )
+    return f"{text} or null" if optional else text

@@ -52,6 +52,13 @@ class BertMLM(Objective):
         _, logits = self.mlm(batch, slots.scatter(batch["input_ids"], replacements), slots)
         loss = masked_cross_entropy(logits, slots.originals, slots.valid)
         metrics = mlm_metrics("mlm", logits, slots.originals, slots.valid, loss, self.vocab)
+        # The same at the [MASK]ed slots alone: the 10% left unchanged can be scored by copying
+        # the visible token, so only these measure prediction from context (as a generator's)
+        at_mask = slots.valid & (replacements == self.special.mask)
+        masked_loss = masked_cross_entropy(logits.detach(), slots.originals, at_mask)
+        metrics |= mlm_metrics(
+            "mlm_masked", logits, slots.originals, at_mask, masked_loss, self.vocab
+        )
         return StepOutput(loss, metrics)
 
     def kept_model(self) -> KeptModel:

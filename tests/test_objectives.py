@@ -427,3 +427,18 @@ def test_generator_samples_follow_the_tempered_softmax(temperature):
     expected = torch.softmax(logits / temperature, -1) * rows.shape[0]
     assert counts[3] == 0  # a token of ~zero probability is never drawn
     torch.testing.assert_close(counts.float(), expected, rtol=0.02, atol=60.0)
+
+
+def test_bert_scores_its_masked_positions_apart_from_the_ones_it_can_copy():
+    """With every selected token [MASK]ed the two losses are one; with BERT's 80/10/10 the
+    [MASK]-only loss leaves out the unchanged tokens, which the input gives away."""
+    batch = make_batch()
+    all_masked = build("bert_mlm", mask_token_prob=1.0, random_token_prob=0.0)
+    torch.manual_seed(0)
+    m = all_masked(batch).metrics
+    assert m["mlm_masked_loss"].item() == pytest.approx(m["mlm_loss"].item(), rel=1e-6)
+    none_masked = build("bert_mlm", mask_token_prob=0.0, random_token_prob=0.0)
+    torch.manual_seed(0)
+    m = none_masked(batch).metrics
+    assert m["mlm_masked_loss"].item() == 0.0 and m["mlm_loss"].item() > 0.0
+    assert not any(v.requires_grad for v in m.values())

@@ -358,9 +358,11 @@ def test_runs_table_lists_the_failed_run_with_its_message(text):
 def test_diagnostics_say_when_each_model_left_its_prior(text):
     # BERT: nats = (step - 200) / 1000, smoothed over 5 logged points of 25 steps, reaches 0.1
     # at step 350 = 1.75e15 FLOPs; ELECTRA's AUC = 0.5 + step / 4000 reaches 0.6 at 450
-    assert table_row(text, "BERT | 1.75e15").startswith("| BERT | 1.75e15 | 0.600 (0.550) | — |")
-    electra = table_row(text, "ELECTRA | —")
-    assert "| not reached | -0.050 (-0.050) | 7.000 (7.000) |" in electra
+    assert table_row(text, "BERT | 74.0 (73.0–76.0) | 1.75e15").startswith(
+        "| BERT | 74.0 (73.0–76.0) | 1.75e15 | 0.600 (0.550) | — |"
+    )
+    electra = table_row(text, "ELECTRA | 80.0 (79.0–82.0) | —")
+    assert "| not reached | -0.050 (-0.050) | — | 7.000 (7.000) |" in electra
     assert "| 2.25e15 | 0.700 (0.688) |" in electra
 
 

@@ -164,7 +164,7 @@ def test_an_installed_plugin_objective_runs_in_a_study(data_env, tmp_path):
     result = ablate(["run", str(path), "--out", str(tmp_path / "out")], data_env)
     assert result.returncode == 0, result.stderr
     runs = pl.read_parquet(tmp_path / "out" / "runs.parquet")
-    assert set(runs["objective"]) == {"random_rtd", "electra"}
+    assert set(runs["objective"]) == {"random_rtd", "electra", "none"}  # none: the baseline
     assert (runs["status"] == "done").all()
 
 

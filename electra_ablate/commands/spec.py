@@ -36,9 +36,19 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command("schema")
-    def schema_command() -> None:
+    def schema_command(
+        markdown: bool = typer.Option(
+            False, "--markdown", help="print a table of every key with its default instead"
+        ),
+    ) -> None:
         """Print the study spec's JSON Schema (for YAML language servers; see the README)."""
-        from electra_ablate.spec import StudySpec
+        from electra_ablate.spec import StudySpec, reference_rows
+
+        if markdown:
+            typer.echo("| key | type | default | meaning |\n|---|---|---|---|")
+            for row in reference_rows():
+                typer.echo("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |")
+            return
 
         schema = StudySpec.model_json_schema(mode="validation")
         schema["properties"].pop("spec_dir", None)

@@ -16,9 +16,11 @@ class CorpusSpec(BaseModel):
         description="hub dataset 'name/config' (e.g. wikitext/wikitext-103-raw-v1), "
         "or 'org/name:config' ('org/name:' for none); its train split is read",
     )
-    text_column: str = "text"
+    text_column: str = Field("text", description="the hub dataset's text column")
     max_documents: int | None = Field(None, gt=0, description="first N documents after cleaning")
-    heldout_fraction: float = Field(0.005, gt=0.0, lt=0.5)
+    heldout_fraction: float = Field(
+        0.005, gt=0.0, lt=0.5, description="documents kept out for held-out pre-training metrics"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> CorpusSpec:
@@ -30,15 +32,15 @@ class CorpusSpec(BaseModel):
 class TokenizerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    vocab_size: int = Field(30522, gt=100)
-    lowercase: bool = True
+    vocab_size: int = Field(30522, gt=100, description="WordPiece vocabulary trained on the corpus")
+    lowercase: bool = Field(True, description="uncased, as ELECTRA's English models")
     vocab_file: str | None = Field(None, description="existing vocab.txt or tokenizer.json")
 
 
 class DataSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    corpus: CorpusSpec
+    corpus: CorpusSpec = Field(description="pre-training text: local files or a hub dataset")
     tokenizer: TokenizerSpec = Field(default_factory=TokenizerSpec)
     glue: str = Field(description="'hub' or a local folder in hub-parquet or GLUE-tsv layout")
     cache_dir: str | None = Field(

@@ -18,21 +18,27 @@ class FinetuneRecipe(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    lr: float = Field(3e-4, gt=0.0)
+    lr: float = Field(3e-4, gt=0.0, description="peak learning rate (the head's)")
     layer_decay: float = Field(0.8, gt=0.0, le=1.0, description="lr factor per layer from the top")
-    betas: tuple[float, float] = (0.9, 0.999)
-    eps: float = Field(1e-6, gt=0.0)
+    betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW beta1, beta2")
+    eps: float = Field(1e-6, gt=0.0, description="AdamW epsilon")
     weight_decay: float = Field(0.0, ge=0.0, description="never on LayerNorm or bias")
-    warmup_fraction: float = Field(0.1, ge=0.0, lt=1.0)
-    epochs: int = Field(3, gt=0)
-    task_epochs: dict[str, PositiveInt] = Field(default_factory=lambda: {"rte": 10, "stsb": 10})
+    warmup_fraction: float = Field(0.1, ge=0.0, lt=1.0, description="share of the steps")
+    epochs: int = Field(3, gt=0, description="epochs for tasks not in task_epochs")
+    task_epochs: dict[str, PositiveInt] = Field(
+        default_factory=lambda: {"rte": 10, "stsb": 10}, description="epochs per task"
+    )
     batch_size: int = Field(32, gt=0)
     eval_batch_size: int = Field(128, gt=0)
-    max_len: int = Field(128, gt=4)
+    max_len: int = Field(128, gt=4, description="longest example in tokens (longer: truncated)")
     grad_clip: float = Field(1.0, gt=0.0)
-    head_dropout: float = Field(0.1, ge=0.0, lt=1.0)
-    train_caps: dict[str, PositiveInt] = Field(default_factory=dict)
-    padding: Literal["dynamic", "max_len"] = "dynamic"
+    head_dropout: float = Field(0.1, ge=0.0, lt=1.0, description="dropout on the [CLS] vector")
+    train_caps: dict[str, PositiveInt] = Field(
+        default_factory=dict, description="max training examples per task (finetune.caps adds)"
+    )
+    padding: Literal["dynamic", "max_len"] = Field(
+        "dynamic", description="pad each batch to its longest example, or always to max_len"
+    )
     sort_chunk_batches: int = Field(
         100, gt=0, description="training batches per shuffled chunk sorted by length"
     )

@@ -24,7 +24,7 @@ from electra_ablate import paper
 from electra_ablate.errors import InputError
 from electra_ablate.report.glue import checkpoint_section, final_section
 from electra_ablate.report.header import header
-from electra_ablate.report.markdown import NO_VALUE, duration, sci, table
+from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
 from electra_ablate.report.plots import (
     label_colors,
     plot_glue_vs_flops,
@@ -72,6 +72,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     labels = ordered_labels(results, runs, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = [header(study, run_dir, results, runs)]
+    final_glue = None
     if results is not None:
         glue, paper_glue, tasks = (
             glue_scores(results),
@@ -87,11 +88,13 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if discussion:
             sections.append(discussion)
         sections.append(checkpoint_section(glue, paper_glue, tasks, labels))
+        at_end = glue.filter(pl.col("checkpoint_fraction") == final)
+        final_glue = {row["label"]: score(row) for row in at_end.iter_rows(named=True)}
     elif discussion:
         sections.append(discussion)
     if metrics is not None and metrics.height:
         plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, PANELS, SMOOTHING)
-        sections.append(diagnostics_section(metrics, labels))
+        sections.append(diagnostics_section(metrics, labels, final_glue))
     sections.append(runs_section(runs, labels))
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
     sections.append(paper_section(objectives))

@@ -22,6 +22,7 @@ SMOOTHING = 5  # logged points in the rolling mean of a training curve
 # Raw losses are left out: each objective scales its own (ELECTRA's total is MLM + 50 x BCE),
 # and "nats learnt" is the same loss measured against the prior, with a meaningful zero.
 PANELS: tuple[tuple[str, str], ...] = (
+    ("mlm_masked_nats_learnt", "BERT at [MASK] only: nats learnt over unigram"),
     ("mlm_nats_learnt", "main MLM: nats learnt over unigram"),
     ("gen_mlm_nats_learnt", "generator MLM: nats learnt over unigram"),
     ("disc_auc", "discriminator ROC-AUC"),
@@ -66,7 +67,11 @@ def crossing_text(train: pl.DataFrame, column: str, threshold: float) -> str:
     return sci(at) if at is not None else "not reached"
 
 
-def diagnostics_section(metrics: pl.DataFrame, labels: Sequence[str]) -> str:
+def diagnostics_section(
+    metrics: pl.DataFrame, labels: Sequence[str], glue: dict[str, str] | None = None
+) -> str:
+    """One row per run; ``glue`` (label -> final GLUE cell) puts each run's GLUE beside what
+    its pre-training learnt."""
     rows = []
     for label in labels:
         run = metrics.filter(pl.col("label") == label)
@@ -74,17 +79,20 @@ def diagnostics_section(metrics: pl.DataFrame, labels: Sequence[str]) -> str:
             continue
         for seed in sorted(set(run["pretrain_seed"])):
             one = run.filter(pl.col("pretrain_seed") == seed).sort("step")
-            train, heldout = (
-                one.filter(pl.col("split") == "train"),
-                one.filter(pl.col("split") == "heldout"),
-            )
+            train = one.filter(pl.col("split") == "train")
+            heldout = one.filter(pl.col("split") == "heldout")
+            name = label if run["pretrain_seed"].n_unique() == 1 else f"{label} (seed {seed})"
             rows.append(
                 [
-                    label if run["pretrain_seed"].n_unique() == 1 else f"{label} (seed {seed})",
+                    name,
+                    *([glue.get(label, NO_VALUE)] if glue is not None else []),
                     crossing_text(train, "mlm_nats_learnt", PLATEAU_NATS),
                     final_value(train, heldout, "mlm_nats_learnt"),
+                    crossing_text(train, "mlm_masked_nats_learnt", PLATEAU_NATS),
+                    final_value(train, heldout, "mlm_masked_nats_learnt"),
                     crossing_text(train, "gen_mlm_nats_learnt", PLATEAU_NATS),
                     final_value(train, heldout, "gen_mlm_nats_learnt"),
+                    final_value(train, heldout, "gen_mlm_acc"),
                     final_value(train, heldout, "gen_entropy"),
                     final_value(train, heldout, "gen_kl_unigram"),
                     crossing_text(train, "disc_auc", RANKING_AUC),
@@ -95,10 +103,14 @@ def diagnostics_section(metrics: pl.DataFrame, labels: Sequence[str]) -> str:
             )
     header = [
         "Label",
+        *(["GLUE per model (final)"] if glue is not None else []),
         f"MLM off plateau at (≥ {PLATEAU_NATS} nats)",
         "MLM nats learnt",
+        "BERT at [MASK]: off plateau at",
+        "BERT at [MASK]: nats learnt",
         f"generator off plateau at (≥ {PLATEAU_NATS} nats)",
         "generator nats learnt",
+        "generator accuracy",
         "generator entropy",
         "generator KL from unigram",
         f"discriminator AUC ≥ {RANKING_AUC} at",
@@ -111,7 +123,10 @@ def diagnostics_section(metrics: pl.DataFrame, labels: Sequence[str]) -> str:
             "## Pre-training: did each model learn, and when?",
             "*Nats learnt*: the frequency-only (unigram) loss on the same targets minus the "
             "model's MLM loss, or the entropy of the replaced/original labels minus the detection "
-            "loss: 0 means the model is still at its prior. *Off plateau at*: the pre-training "
+            "loss: 0 means the model is still at its prior. BERT's MLM is also scored at its "
+            "[MASK]ed positions alone: the 10% of selected tokens it sees unchanged can be "
+            "predicted by copying, so only the [MASK] positions measure prediction from context, "
+            "as a generator's loss does. *Off plateau at*: the pre-training "
             f"FLOPs (paper convention) at which the training curve, smoothed over {SMOOTHING} "
             f"logged points, first reaches {PLATEAU_NATS} nats learnt; *AUC ≥ {RANKING_AUC} at*: "
             "likewise for the discriminator's ranking of replaced tokens. Final values: held-out "
