@@ -160,6 +160,8 @@ def test_checkpoints_hold_the_kept_encoder_with_its_flops(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert {"train", "heldout"} == {r["split"] for r in rows}
     assert all(k in rows[0] for k in ("disc_loss", "gen_mlm_acc", "disc_recall", "replaced_frac"))
+    train = [r for r in rows if r["split"] == "train"]
+    assert all(r["tokens_per_s"] > 0 for r in train), "throughput is logged with every row"
 
 
 def test_nan_loss_stops_the_run_names_the_term_and_keeps_finished_checkpoints(tmp_path):

@@ -120,8 +120,9 @@ class Trainer:
                 tokens += n_tokens
                 if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
                     now = time.perf_counter()
-                    row = self.write_log("train", self.dist.mean(self.means.pop()))
-                    row["tokens_per_s"] = tokens * self.dist.world_size / max(now - last_log, 1e-9)
+                    speed = tokens * self.dist.world_size / max(now - last_log, 1e-9)
+                    means = {**self.dist.mean(self.means.pop()), "tokens_per_s": speed}
+                    row = self.write_log("train", means)
                     bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
                     tokens, last_log = 0, now
                 if self.step in checkpoints:
