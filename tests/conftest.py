@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -31,3 +32,13 @@ def shared_data() -> Path:
 def shared_data_dir() -> Path:
     """Session-scoped twin of ``shared_data`` for expensive module-scoped fixtures."""
     return _shared_data_root()
+
+
+@pytest.fixture
+def one_thread():
+    """Tests that run many tiny models (the contract, Hugging Face imports) go faster on one
+    thread than on two: their matmuls are too small to split."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

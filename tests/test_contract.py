@@ -39,14 +39,7 @@ from electra_ablate.testing import (
 from objectives.bert_mlm import BertMLM
 from objectives.electra import Electra
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """The individual checks called directly here run on micro models too (see run_contract)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 # --------------------------------------------------------------------- broken objectives

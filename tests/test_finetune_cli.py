@@ -18,13 +18,7 @@ from electra_ablate.objective import KeptModel
 
 WORDS = ("the", "a", "cat", "dog", "sat", "ran", "on", "under", "mat", "tree", "big", "red")
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def sentences(rng: np.random.Generator, n: int) -> list[str]:

@@ -51,13 +51,7 @@ KINDS = {
     "bert-mlm": ("BertForMaskedLM", "mlm"),
 }
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def make_hf_folder(

@@ -207,3 +207,30 @@ def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_en
     assert (mine["value"] - theirs["value"]).abs().max() < 1e-9
     rerun = ablate(["run", str(path), "--out", str(parallel), "--workers", "2"], data_env)
     assert rerun.returncode == 0 and "units of work on" not in rerun.stdout
+
+
+def test_a_study_beside_another_reuses_its_identical_runs_and_fine_tunes(smoke_run, data_env):
+    """Units are named by a hash of what changes their result, so a second study in the same
+    parent folder copies what the first already finished instead of repeating it."""
+    out, _ = smoke_run
+    spec = yaml.safe_load(SMOKE.read_text())
+    spec["name"] = "beside"
+    spec["objectives"] = [o for o in spec["objectives"] if o["name"] in ("bert_mlm", "electra")]
+    spec["objectives"][0]["label"] = "bert"  # labels are not part of a run's identity
+    path = out.parent / "beside.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    beside = out.parent / "beside"
+    result = ablate(["run", str(path), "--out", str(beside)], data_env)
+    assert result.returncode == 0, result.stderr
+    for record in sorted((beside / "finetune").glob("*.json")):  # copied, not redone
+        assert record.read_text() == (out / "finetune" / record.name).read_text()
+    runs = pl.read_parquet(beside / "runs.parquet").filter(pl.col("objective") != "none")
+    assert runs["message"].to_list() == [f"identical run reused from {out.name}"] * 2
+    keys = ["run_id", "checkpoint_fraction", "task", "finetune_seed", "metric"]
+    mine = comparable(beside).drop("study", "label").sort(keys)
+    first = comparable(out.parent / "first_results.parquet").drop("study", "label")
+    theirs = first.join(mine.select("run_id").unique(), on="run_id").select(mine.columns)
+    assert mine.equals(theirs.sort(keys))
+    fresh = out.parent / "fresh"
+    again = ablate(["run", str(path), "--out", str(fresh), "--no-reuse"], data_env)
+    assert again.returncode == 0 and "running" in again.stdout

@@ -3,8 +3,8 @@ exactly like one process with the same global batch: each rank takes its slice o
 single process sees, DistributedDataParallel averages the gradients, rank 0 alone writes.
 
 To compare losses to float precision the objective must use no randomness, so the test
-registers a deterministic MLM through the same entry-point group a third-party package uses: a
-``.dist-info`` folder on ``PYTHONPATH`` that ``importlib.metadata`` finds."""
+registers the engine tests' deterministic MLM through the same entry-point group a third-party
+package uses: a ``.dist-info`` folder on ``PYTHONPATH`` that ``importlib.metadata`` finds."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import polars as pl
@@ -21,58 +20,24 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
-ROOT = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
 pytestmark = pytest.mark.slow
-
-OBJECTIVE = '''
-"""MLM with a fixed mask (every 5th position) and no dropout: no randomness at all."""
-import torch
-from electra_ablate.model import Encoder, MLMHead, gather_positions
-from electra_ablate.objective import KeptModel, ModelPass, Objective, StepOutput
-
-
-class DeterministicMLM(Objective):
-    name = "deterministic_mlm"
-    description = "test only: fixed-mask MLM"
-
-    def __init__(self, backbone, params, vocab):
-        super().__init__(backbone, params, vocab)
-        self.encoder = Encoder(backbone)
-        self.head = MLMHead(backbone, backbone.embedding_size)
-
-    def forward(self, batch):
-        ids = batch["input_ids"]
-        positions = torch.arange(1, ids.shape[1] - 1, 5, device=ids.device).expand(ids.shape[0], -1)
-        masked = ids.scatter(1, positions, self.special.mask)
-        hidden = self.encoder(masked, batch["token_type_ids"], batch["attention_mask"])
-        logits = self.head(gather_positions(hidden, positions), self.encoder.embeddings.word.weight)
-        loss = torch.nn.functional.cross_entropy(
-            logits.flatten(0, 1), ids.gather(1, positions).flatten()
-        )
-        return StepOutput(loss, {"mlm_loss": loss.detach()})
-
-    def kept_model(self):
-        return KeptModel(self.encoder, "mlm", self.head)
-
-    def flops_plan(self, seq_len):
-        return [ModelPass(self.backbone, "mlm", len(range(1, seq_len - 1, 5)))]
-'''
 
 
 @pytest.fixture
 def plugin_path(tmp_path) -> Path:
-    site = tmp_path / "site"
-    (site / "deterministic_objective_test-0.0.dist-info").mkdir(parents=True)
-    (site / "deterministic_objective_test.py").write_text(textwrap.dedent(OBJECTIVE))
-    info = site / "deterministic_objective_test-0.0.dist-info"
+    """A folder whose ``.dist-info`` registers ``engine_helpers.DeterministicMLM`` (a fixed-mask
+    MLM with no randomness at all) in the objectives entry-point group."""
+    info = tmp_path / "site" / "deterministic_objective_test-0.0.dist-info"
+    info.mkdir(parents=True)
     (info / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: deterministic-objective-test\nVersion: 0.0\n"
     )
     (info / "entry_points.txt").write_text(
-        "[electra_ablate.objectives]\n"
-        "deterministic_mlm = deterministic_objective_test:DeterministicMLM\n"
+        "[electra_ablate.objectives]\ndeterministic_mlm = engine_helpers:DeterministicMLM\n"
     )
-    return site
+    return info.parent
 
 
 def spec_file(tmp_path: Path, shared: Path) -> Path:
@@ -110,7 +75,7 @@ def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, plugin_path,
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(plugin_path), os.environ.get("PYTHONPATH")])
+            filter(None, [str(plugin_path), str(TESTS), os.environ.get("PYTHONPATH")])
         ),
         "ABLATE_CACHE": str(tmp_path / "cache"),
         "OMP_NUM_THREADS": "1",

@@ -35,6 +35,12 @@ def register(app: typer.Typer) -> None:
         tensorboard: bool = typer.Option(
             False, "--tensorboard", help="log every metric to <run>/tensorboard too (the extra)"
         ),
+        reuse: bool = typer.Option(
+            True,
+            "--reuse/--no-reuse",
+            help="copy identical finished runs and fine-tunes (same id) from study folders "
+            "beside OUT instead of repeating them",
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
@@ -52,7 +58,14 @@ def register(app: typer.Typer) -> None:
         from electra_ablate.study import run_study
 
         ok = run_study(
-            spec, spec_path, out_dir, device_name, progress, workers=workers, overrides=overrides
+            spec,
+            spec_path,
+            out_dir,
+            device_name,
+            progress,
+            workers=workers,
+            overrides=overrides,
+            reuse=reuse,
         )
         if not ok:
             raise typer.Exit(1)

@@ -70,8 +70,10 @@ class Study:
         out_dir: Path,
         device: str | None = None,
         overrides: dict[str, Any] | None = None,
+        reuse: bool = True,
     ) -> None:
         self.spec, self.spec_path = spec, Path(spec_path)
+        self.reuse = reuse  # copy identical finished work from study folders beside this one
         self.layout = StudyLayout(Path(out_dir))
         self.overrides = dict(overrides or {})
         requested = resolve_device(device or spec.device)

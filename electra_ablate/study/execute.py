@@ -8,6 +8,7 @@ rest of a study. Finished work is read back, not redone.
 from __future__ import annotations
 
 import json
+import shutil
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -22,9 +23,10 @@ from electra_ablate.engine.trainer import PretrainRun, Trainer
 from electra_ablate.errors import AblateError
 from electra_ablate.finetune import as_examples, finetune_task
 from electra_ablate.kept import load_kept, save_kept
+from electra_ablate.layout import RunLayout
 from electra_ablate.model import Encoder, MLMHead
 from electra_ablate.objective import KeptModel
-from electra_ablate.storage import atomic_write_text
+from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, FinetuneJob, RunUnit, Unit
 
@@ -103,14 +105,52 @@ def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
 
 
 def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **kw: Any) -> dict:
+    if not unit.done and study.reuse:
+        reuse_identical(study, unit)
     if isinstance(unit, BaselineUnit):
         return make_baseline(study, unit)
     return pretrain(study, unit, progress, **kw)
 
 
+def reuse_identical(study: Study, unit: Unit) -> bool:
+    """Copy a finished unit with the same identity from a study folder beside this one.
+
+    A unit's id is a hash of everything that changes its result, so an identical finished
+    run elsewhere is this run: copying it (without its resumable states) is a cache hit, not an
+    approximation. Its ``done.json`` says where it came from.
+    """
+    pattern = "pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-"
+    own = study.layout.root.resolve()
+    for study_dir in sorted(p for p in study.layout.root.parent.iterdir() if p.is_dir()):
+        if study_dir.resolve() == own:
+            continue
+        for source in sorted(study_dir.glob(f"{pattern}{unit.run_id}")):
+            found = RunLayout(source)
+            finished = found.done if isinstance(unit, RunUnit) else found.kept(BASELINE_FRACTION)
+            if not finished.exists():
+                continue
+            target = unit.layout.root
+            with atomic_dir(target) as tmp:
+                shutil.copytree(
+                    source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("states")
+                )
+                if isinstance(unit, RunUnit):
+                    done = json.loads((tmp / "done.json").read_text())
+                    done |= {"message": f"identical run reused from {study_dir.name}"}
+                    atomic_write_text(tmp / "done.json", json.dumps(done))
+            return True
+    return False
+
+
 def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
     """Fine-tune one checkpoint on one task with one seed (or read back its record)."""
     path = study.layout.finetune_record(job.job_id)
+    if not path.exists() and study.reuse:
+        for other in sorted(study.layout.root.parent.glob(f"*/finetune/{job.job_id}.json")):
+            record = json.loads(other.read_text())
+            if record.get("status") == "done":  # same id: same checkpoint, task, seed, recipe
+                atomic_write_text(path, json.dumps(record, indent=1))
+                break
     if path.exists():
         return json.loads(path.read_text())
     spec = job.unit.spec

@@ -33,13 +33,14 @@ def run_study(
     log: Callable[[str], None] = print,
     workers: int = 1,
     overrides: dict[str, Any] | None = None,
+    reuse: bool = True,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded."""
     started = time.time()
     mode = progress_mode(progress)
     if spec.pretrain.num_threads:
         torch.set_num_threads(spec.pretrain.num_threads)
-    study = Study(spec, spec_path, out_dir, device, overrides)
+    study = Study(spec, spec_path, out_dir, device, overrides, reuse)
     if not study.dist.is_main:
         log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
     units = study.prepare(progress=mode == "live")

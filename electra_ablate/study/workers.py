@@ -32,12 +32,18 @@ _worker: tuple[Study, list[Unit]] | None = None
 
 
 def _init_worker(
-    spec: StudySpec, spec_path: Path, out_dir: Path, device: str, threads: int, overrides: dict
+    spec: StudySpec,
+    spec_path: Path,
+    out_dir: Path,
+    device: str,
+    threads: int,
+    overrides: dict,
+    reuse: bool,
 ) -> None:
     global _worker
     _die_with_parent()
     torch.set_num_threads(threads)
-    study = Study(spec, spec_path, out_dir, device, overrides)
+    study = Study(spec, spec_path, out_dir, device, overrides, reuse)
     _worker = (study, study.prepare())
 
 
