@@ -234,3 +234,26 @@ def test_a_study_beside_another_reuses_its_identical_runs_and_fine_tunes(smoke_r
     fresh = out.parent / "fresh"
     again = ablate(["run", str(path), "--out", str(fresh), "--no-reuse"], data_env)
     assert again.returncode == 0 and "running" in again.stdout
+
+
+def test_collect_reports_a_study_cut_short_from_its_finished_work_only(
+    smoke_run, data_env, tmp_path
+):
+    out, _ = smoke_run
+    cut = tmp_path / "cut_short"
+    shutil.copytree(out, cut, ignore=shutil.ignore_patterns("report"))
+    (victim,) = (cut / "pretrain").glob("electra-s0-*")
+    (victim / "done.json").unlink()
+    curve = (victim / "metrics.jsonl").read_text()
+    result = ablate(["run", str(SMOKE), "--out", str(cut), "--collect"], data_env)
+    assert result.returncode == 0, result.stderr
+    assert "1 pending" in result.stdout
+    assert (victim / "metrics.jsonl").read_text() == curve, "collecting trains nothing"
+    runs = pl.read_parquet(cut / "runs.parquet")
+    assert runs.filter(pl.col("status") == "pending")["label"].to_list() == ["electra"]
+    for table in ("results.parquet", "pretrain_metrics.parquet"):
+        labels = set(pl.read_parquet(cut / table)["label"])
+        assert "electra" not in labels and "bert_mlm" in labels, table
+    report = ablate(["report", str(cut)], data_env)
+    assert report.returncode == 0, report.stderr
+    assert "1 pending" in (cut / "report" / "report.md").read_text()

@@ -41,6 +41,12 @@ def register(app: typer.Typer) -> None:
             help="copy identical finished runs and fine-tunes (same id) from study folders "
             "beside OUT instead of repeating them",
         ),
+        collect: bool = typer.Option(
+            False,
+            "--collect",
+            help="train nothing: write the tables from the work finished so far (unfinished "
+            "runs pending), e.g. to report a long study while it runs",
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
@@ -66,8 +72,9 @@ def register(app: typer.Typer) -> None:
             workers=workers,
             overrides=overrides,
             reuse=reuse,
+            collect=collect,
         )
-        if not ok:
+        if not ok and not collect:
             raise typer.Exit(1)
 
 

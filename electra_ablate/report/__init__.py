@@ -65,9 +65,9 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     study = read_study(run_dir)
     runs = read_optional_table(run_dir / RUNS_FILE)
     metrics = read_optional_table(run_dir / PRETRAIN_METRICS_FILE)
-    results = (
-        read_results(run_dir) if (run_dir / RESULTS_FILE).is_file() or metrics is None else None
-    )
+    # a pre-training-only study (or one collected before any fine-tune) has no GLUE rows
+    pretraining_only = metrics is not None and not has_rows(run_dir / RESULTS_FILE)
+    results = None if pretraining_only else read_results(run_dir)
 
     labels = ordered_labels(results, runs, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -168,6 +168,17 @@ def read_optional_table(path: Path) -> pl.DataFrame | None:
         return pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
+
+
+def has_rows(path: Path) -> bool:
+    """False for a missing or empty table; an unreadable one counts as rows, so that reading
+    it reports the problem."""
+    try:
+        return not pl.read_parquet(path).is_empty()
+    except FileNotFoundError:
+        return False
+    except (OSError, pl.exceptions.PolarsError):
+        return True
 
 
 def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:

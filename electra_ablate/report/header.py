@@ -150,7 +150,7 @@ def header(
         ]
         rows.append(("Variants", "; ".join(sets)))
     if runs is not None:
-        done = runs.filter(pl.col("objective") != "none")
+        done = runs.filter((pl.col("objective") != "none") & (pl.col("status") != "pending"))
         if done.height:
             rows.append(
                 (

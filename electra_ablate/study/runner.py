@@ -3,10 +3,14 @@
 Read top to bottom: plan the units; optionally share them out to worker processes; then one
 sequential pass trains (or reads back) every unit and fine-tunes its checkpoints, which after
 workers only collects what they wrote; finally the tables and ``study.json`` are rewritten.
+With ``collect`` nothing is trained: the tables are written from the work finished so far, and
+unfinished runs are listed as pending (a look at a long study while it runs, or the report of
+one that was cut short).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,6 +38,7 @@ def run_study(
     workers: int = 1,
     overrides: dict[str, Any] | None = None,
     reuse: bool = True,
+    collect: bool = False,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded."""
     started = time.time()
@@ -44,6 +49,8 @@ def run_study(
     if not study.dist.is_main:
         log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
     units = study.prepare(progress=mode == "live")
+    if collect:
+        return collect_finished(study, units, started, log)
     parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
     if parallel:
         run_in_workers(study, units, workers, mode, log)
@@ -73,3 +80,30 @@ def run_study(
         )
     study.dist.close()
     return ok
+
+
+def collect_finished(study: Study, units: list, started: float, log: Callable[[str], None]) -> bool:
+    """Tables from finished units and their finished fine-tunes only; True if nothing is pending."""
+    summaries, records = [], []
+    for unit in units:
+        if not unit.done:
+            failed = isinstance(unit, RunUnit) and unit.layout.failed.exists()
+            summary = {"status": "pending", "message": "not finished yet"}
+            summaries.append(
+                (unit, json.loads(unit.layout.failed.read_text()) if failed else summary)
+            )
+            continue
+        summaries.append((unit, run_unit(study, unit, "off")))
+        records += [
+            (unit, json.loads(path.read_text()))
+            for job in study.jobs(unit)
+            if (path := study.layout.finetune_record(job.job_id)).exists()
+        ]
+    write_tables(study, summaries, records)
+    write_study_json(study, started, time.time())
+    pending = sum(s["status"] == "pending" for _, s in summaries)
+    log(
+        f"results of {len(summaries) - pending} finished unit(s) in {study.layout.results}"
+        + (f"; {pending} pending" if pending else "")
+    )
+    return pending == 0

@@ -26,7 +26,11 @@ def write_tables(
     write_table(layout.results, [row for unit, r in records for row in result_rows(study, unit, r)])
     runs = pl.DataFrame([run_row(unit, s) for unit, s in summaries], schema=RUNS_SCHEMA)
     write_parquet(layout.runs, runs)
-    frames = [metrics_frame(unit) for unit, _ in summaries if isinstance(unit, RunUnit)]
+    frames = [  # a pending run's partial curve would read as a finished one
+        metrics_frame(unit)
+        for unit, summary in summaries
+        if isinstance(unit, RunUnit) and summary["status"] != "pending"
+    ]
     frames = [f for f in frames if f is not None]
     if frames:
         write_parquet(layout.pretrain_metrics, pl.concat(frames, how="diagonal_relaxed"))
