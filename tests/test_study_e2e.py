@@ -15,7 +15,6 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-import torch
 import yaml
 from objective_names import BUILT_IN
 
@@ -186,9 +185,18 @@ def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_en
     spec = yaml.safe_load(SMOKE.read_text())
     spec["objectives"] = [o for o in spec["objectives"] if o["name"] in ("bert_mlm", "electra")]
     spec["objectives"].append({"name": "two_stage"})
-    # each worker gets as many threads as the one-process smoke run had, so that both sum
-    # floats in the same order and must agree to the last bit
-    threads = torch.get_num_threads()
+    # each worker gets as many threads as the one-process smoke run had (a fresh process's
+    # default, whatever earlier tests did to this one), so that both sum floats in the same
+    # order and must agree to the last bit
+    threads = int(
+        subprocess.run(
+            [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+            env=data_env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     spec.setdefault("pretrain", {})["num_threads"] = 2 * threads
     path = tmp_path / "three.yaml"
     path.write_text(yaml.safe_dump(spec))

@@ -41,10 +41,31 @@ def run_study(
     collect: bool = False,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded."""
+    threads = torch.get_num_threads()
+    try:
+        if spec.pretrain.num_threads:
+            torch.set_num_threads(spec.pretrain.num_threads)
+        return _run_study(
+            spec, spec_path, out_dir, device, progress, log, workers, overrides, reuse, collect
+        )
+    finally:  # a library call leaves the caller's thread count as it found it
+        torch.set_num_threads(threads)
+
+
+def _run_study(
+    spec: StudySpec,
+    spec_path: Path,
+    out_dir: Path,
+    device: str | None,
+    progress: bool | None,
+    log: Callable[[str], None],
+    workers: int,
+    overrides: dict[str, Any] | None,
+    reuse: bool,
+    collect: bool,
+) -> bool:
     started = time.time()
     mode = progress_mode(progress)
-    if spec.pretrain.num_threads:
-        torch.set_num_threads(spec.pretrain.num_threads)
     study = Study(spec, spec_path, out_dir, device, overrides, reuse)
     if not study.dist.is_main:
         log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
