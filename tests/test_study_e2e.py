@@ -35,7 +35,8 @@ def data_env(shared_data_dir, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def smoke_run(data_env, tmp_path_factory):
-    out = tmp_path_factory.mktemp("smoke") / "out"
+    # as the README's first command makes it: `runs/<name>` with no `runs/` folder yet
+    out = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
     started = time.perf_counter()
     result = ablate(["run", str(SMOKE), "--out", str(out)], data_env)
     assert result.returncode == 0, result.stderr

@@ -120,8 +120,10 @@ def reuse_identical(study: Study, unit: Unit) -> bool:
     approximation. Its ``done.json`` says where it came from.
     """
     pattern = "pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-"
-    own = study.layout.root.resolve()
-    for study_dir in sorted(p for p in study.layout.root.parent.iterdir() if p.is_dir()):
+    own, parent = study.layout.root.resolve(), study.layout.root.parent
+    if not parent.is_dir():  # the first study of a fresh `runs/`: nothing beside it
+        return False
+    for study_dir in sorted(p for p in parent.iterdir() if p.is_dir()):
         if study_dir.resolve() == own:
             continue
         for source in sorted(study_dir.glob(f"{pattern}{unit.run_id}")):
