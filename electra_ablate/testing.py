@@ -30,8 +30,8 @@ import functools
 import json
 import math
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
@@ -55,6 +55,7 @@ from electra_ablate.objective import (
     StepOutput,
     get_objective,
 )
+from electra_ablate.threads import torch_threads
 from electra_ablate.tokens import SPECIAL_TOKENS, SpecialTokens, Vocab
 
 PARAMS_VALIDATE = "params-validate"
@@ -671,17 +672,11 @@ def check_objective(
 
 
 # ------------------------------------------------------------------------------- helpers
-@contextmanager
-def _one_thread() -> Iterator[None]:
+def _one_thread() -> AbstractContextManager[None]:
     """Micro models gain nothing from intra-op threads, and on a shared CPU the threads contend:
     the contract ran several times slower with two threads than with one on a loaded 2-core
     machine."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
+    return torch_threads(1)
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -27,6 +27,7 @@ from electra_ablate.model import Encoder, MLMHead
 from electra_ablate.objective import KeptModel
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import RunUnit, Unit
+from electra_ablate.threads import torch_threads
 
 TIMED_STEPS = 3
 TIMED_EXAMPLES = 64
@@ -42,9 +43,7 @@ class StudyEstimate:
 
 def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEstimate:
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         step_s: dict[str, float] = {}
         job_s: dict[tuple[str, str], float] = {}
         rows, costs = [], []
@@ -65,8 +64,6 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
             todo_pretrain = 0.0 if unit.done else pretrain_s
             costs.append(todo_pretrain + finetune_s)
             rows.append(plan_row(unit, pretrain_s, finetune_s))
-    finally:
-        torch.set_num_threads(previous)
     how = (
         f"measured on this machine at {threads} thread(s) per process: the median of "
         f"{TIMED_STEPS} training steps per objective and a {TIMED_EXAMPLES}-example fine-tune "

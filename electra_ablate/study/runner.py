@@ -16,8 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from electra_ablate.engine.progress import progress_mode
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
@@ -26,6 +24,7 @@ from electra_ablate.study.provenance import write_study_json
 from electra_ablate.study.tables import write_tables
 from electra_ablate.study.units import RunUnit
 from electra_ablate.study.workers import run_in_workers
+from electra_ablate.threads import torch_threads
 
 
 def run_study(
@@ -41,66 +40,44 @@ def run_study(
     collect: bool = False,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded."""
-    threads = torch.get_num_threads()
-    try:
-        if spec.pretrain.num_threads:
-            torch.set_num_threads(spec.pretrain.num_threads)
-        return _run_study(
-            spec, spec_path, out_dir, device, progress, log, workers, overrides, reuse, collect
-        )
-    finally:  # a library call leaves the caller's thread count as it found it
-        torch.set_num_threads(threads)
+    with torch_threads(spec.pretrain.num_threads):  # the caller's count comes back after
+        started = time.time()
+        mode = progress_mode(progress)
+        study = Study(spec, spec_path, out_dir, device, overrides, reuse)
+        if not study.dist.is_main:
+            log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
+        units = study.prepare(progress=mode == "live")
+        if collect:
+            return collect_finished(study, units, started, log)
+        parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
+        if parallel:
+            run_in_workers(study, units, workers, mode, log)
 
-
-def _run_study(
-    spec: StudySpec,
-    spec_path: Path,
-    out_dir: Path,
-    device: str | None,
-    progress: bool | None,
-    log: Callable[[str], None],
-    workers: int,
-    overrides: dict[str, Any] | None,
-    reuse: bool,
-    collect: bool,
-) -> bool:
-    started = time.time()
-    mode = progress_mode(progress)
-    study = Study(spec, spec_path, out_dir, device, overrides, reuse)
-    if not study.dist.is_main:
-        log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
-    units = study.prepare(progress=mode == "live")
-    if collect:
-        return collect_finished(study, units, started, log)
-    parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
-    if parallel:
-        run_in_workers(study, units, workers, mode, log)
-
-    summaries, records = [], []
-    for unit in units:
-        if not parallel and isinstance(unit, RunUnit):
-            steps = f"{unit.plan.total_steps} steps"
-            state = "finished earlier" if unit.done else "running"
-            log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
-        summary = run_unit(study, unit, mode, **({"retry_failed": False} if parallel else {}))
-        if summary["status"] == "failed" and not parallel:
-            log(f"  FAILED: {summary['message']}")
-        summaries.append((unit, summary))
-        if study.dist.is_main and summary["status"] == "done":
-            records += [(unit, r) for r in finetune_unit(study, unit, log)]
-    ok = all(s["status"] == "done" for _, s in summaries)
-    ok = ok and all(r["status"] == "done" for _, r in records)
-    study.dist.barrier()  # every rank has finished training before rank 0 writes
-    if study.dist.is_main:
-        write_tables(study, summaries, records)
-        finished = time.time()
-        write_study_json(study, started, finished)
-        log(
-            f"results in {study.layout.results} ({finished - started:.0f} s)"
-            + ("" if ok else "; some work FAILED (see runs.parquet)")
-        )
-    study.dist.close()
-    return ok
+        summaries, records = [], []
+        for unit in units:
+            if not parallel and isinstance(unit, RunUnit):
+                steps = f"{unit.plan.total_steps} steps"
+                state = "finished earlier" if unit.done else "running"
+                log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
+            summary = run_unit(study, unit, mode, **({"retry_failed": False} if parallel else {}))
+            if summary["status"] == "failed" and not parallel:
+                log(f"  FAILED: {summary['message']}")
+            summaries.append((unit, summary))
+            if study.dist.is_main and summary["status"] == "done":
+                records += [(unit, r) for r in finetune_unit(study, unit, log)]
+        ok = all(s["status"] == "done" for _, s in summaries)
+        ok = ok and all(r["status"] == "done" for _, r in records)
+        study.dist.barrier()  # every rank has finished training before rank 0 writes
+        if study.dist.is_main:
+            write_tables(study, summaries, records)
+            finished = time.time()
+            write_study_json(study, started, finished)
+            log(
+                f"results in {study.layout.results} ({finished - started:.0f} s)"
+                + ("" if ok else "; some work FAILED (see runs.parquet)")
+            )
+        study.dist.close()
+        return ok
 
 
 def collect_finished(study: Study, units: list, started: float, log: Callable[[str], None]) -> bool:
