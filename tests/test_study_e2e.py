@@ -194,8 +194,7 @@ def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_en
     spec["objectives"] = [o for o in spec["objectives"] if o["name"] in ("bert_mlm", "electra")]
     spec["objectives"].append({"name": "two_stage"})
     # each worker gets as many threads as the one-process smoke run had (a fresh process's
-    # default, whatever earlier tests did to this one), so that both sum floats in the same
-    # order and must agree to the last bit
+    # default, whatever earlier tests did to this one), so that both split their work alike
     threads = int(
         subprocess.run(
             [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
