@@ -211,6 +211,10 @@ def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_en
     result = ablate(["run", str(path), "--out", str(parallel), "--workers", "2"], data_env)
     assert result.returncode == 0, result.stderr
     assert f"4 units of work on 2 workers x {threads} threads" in result.stdout  # + baseline
+    # the work really ran in two worker processes: a worker that fails to start is survived by
+    # finishing in this process, which would pass everything below
+    assert "worker process died" not in result.stdout + result.stderr, result.stderr
+    assert "Exception in initializer" not in result.stderr, result.stderr
     runs = pl.read_parquet(parallel / "runs.parquet")
     assert (runs["status"] == "done").all() and len(runs) == 4
     # the same units (same ids, same steps) and the same training curves as the one-process

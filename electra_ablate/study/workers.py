@@ -88,6 +88,7 @@ def run_in_workers(
         str(study.device),
         threads,
         study.overrides,
+        study.reuse,
     )
     watcher = StudyWatcher(study, units, progress)
     context = multiprocessing.get_context("spawn")
