@@ -188,6 +188,19 @@ def test_bad_input_is_one_line_and_exit_2(data_env, tmp_path):
     assert not (tmp_path / "o" / "pretrain").exists(), "must fail before spending compute"
 
 
+def test_dry_run_prints_every_unit_and_an_estimate_and_trains_nothing(data_env, tmp_path):
+    out = tmp_path / "dry"
+    env = {**data_env, "COLUMNS": "250"}  # rich fits the plan table to the terminal's width
+    result = ablate(["run", str(SMOKE), "--out", str(out), "--dry-run", "--workers", "2"], env)
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load(SMOKE.read_text())
+    for entry in spec["objectives"]:
+        assert entry.get("label", entry["name"]) in result.stdout
+    assert "no pre-training" in result.stdout
+    assert "still to do: about" in result.stdout and "with --workers 2" in result.stdout
+    assert not (out / "pretrain").exists() and not (out / "finetune").exists()
+
+
 def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_env, tmp_path):
     out, _ = smoke_run
     spec = yaml.safe_load(SMOKE.read_text())

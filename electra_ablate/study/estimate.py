@@ -2,7 +2,8 @@
 
 Timing uses the real code: a few steps of the ``Trainer``'s own ``train_step`` per objective
 and a short real fine-tune per task, measured with as many threads as each worker will get,
-then the units are packed onto the workers (longest first) to give the study's wall time.
+then the work is packed onto the workers as ``--workers`` runs it (every pre-training run first,
+longest first, then each fine-tune as its own item) to give the study's wall time.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
     with torch_threads(threads):
         step_s: dict[str, float] = {}
         job_s: dict[tuple[str, str], float] = {}
-        rows, costs = [], []
+        rows, pretrain_costs, finetune_costs = [], [], []
         for unit in units:
             pretrain_s = 0.0
             if isinstance(unit, RunUnit):
@@ -61,16 +62,18 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
                 if task_key not in job_s:
                     job_s[task_key] = time_finetune(study, unit, job.task)
                 finetune_s += job_s[task_key]
-            todo_pretrain = 0.0 if unit.done else pretrain_s
-            costs.append(todo_pretrain + finetune_s)
+                finetune_costs.append(job_s[task_key])
+            if not unit.done:
+                pretrain_costs.append(pretrain_s)
             rows.append(plan_row(unit, pretrain_s, finetune_s))
     how = (
         f"measured on this machine at {threads} thread(s) per process: the median of "
         f"{TIMED_STEPS} training steps per objective and a {TIMED_EXAMPLES}-example fine-tune "
-        f"per task, scaled to the plan; wall time packs the units onto {workers} worker(s), "
-        "longest first"
+        f"per task, scaled to the plan; wall time packs the runs (longest first), then the "
+        f"fine-tunes onto {workers} worker(s)"
     )
-    return StudyEstimate(rows, sum(costs), makespan(costs, workers), how)
+    serial = sum(pretrain_costs) + sum(finetune_costs)
+    return StudyEstimate(rows, serial, makespan(pretrain_costs, finetune_costs, workers), how)
 
 
 def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]:
@@ -139,9 +142,10 @@ def time_finetune(study: Study, unit: Unit, task: str) -> float:
     return per_example * len(train) * recipe.epochs_for(task) + evaluation_s
 
 
-def makespan(costs: list[float], workers: int) -> float:
-    """Wall time of jobs of these costs on ``workers`` processes, longest job first."""
+def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:
+    """Wall time on ``workers`` processes that each take the next item as they free up: the runs
+    longest first, then the fine-tunes."""
     loads = [0.0] * max(1, workers)
-    for cost in sorted(costs, reverse=True):
+    for cost in sorted(pretrain_costs, reverse=True) + finetune_costs:
         heapq.heapreplace(loads, loads[0] + cost)
     return max(loads)

@@ -2,10 +2,12 @@
 
 A small model does not keep two cores busy from one process, so on 2 cores two single-threaded
 workers finish a study sooner than one process with two threads (``bench/study_workers.py``).
-Each worker prepares the same study (cache hits) and takes units by index, most expensive
-first, as processes free up; each unit is pre-trained and then fine-tuned in the same worker.
-The parent only watches: it reads the runs' logs to show runs, FLOPs and fine-tunes done, and
-an ETA. A worker that dies leaves resumable state; the caller's sequential pass finishes it.
+Each worker prepares the same study (cache hits) and takes work as processes free up: first
+every pre-training run, most expensive first, then every fine-tune (checkpoint, task, seed) as
+its own item, submitted when its run finishes. Fine-tunes are separate items so that the last
+run's fine-tunes are shared by both workers instead of making one wait for the other. The
+parent only watches: it reads the runs' logs to show runs, FLOPs and fine-tunes done, and an
+ETA. A worker that dies leaves resumable state; the caller's sequential pass finishes it.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch
 from electra_ablate.engine.progress import ProgressMode, format_duration
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
-from electra_ablate.study.execute import all_finetuned, finetune_unit, run_unit
+from electra_ablate.study.execute import all_finetuned, finetune, run_unit
 from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
@@ -58,13 +60,15 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def _work_on(index: int) -> tuple[int, dict[str, Any]]:
+def _pretrain(index: int) -> tuple[int, dict[str, Any]]:
     study, units = _worker
-    unit = units[index]
-    summary = run_unit(study, unit, progress=False)
-    if summary["status"] == "done":
-        finetune_unit(study, unit, log=lambda *a: None)
-    return index, summary
+    return index, run_unit(study, units[index], progress=False)
+
+
+def _finetune(index: int, job_id: str) -> dict[str, Any]:
+    study, units = _worker
+    (job,) = [j for j in study.jobs(units[index]) if j.job_id == job_id]
+    return finetune(study, job)
 
 
 def run_in_workers(
@@ -95,24 +99,41 @@ def run_in_workers(
     with ProcessPoolExecutor(
         workers, mp_context=context, initializer=_init_worker, initargs=args
     ) as pool:
-        pending = {pool.submit(_work_on, i) for i in todo}
+
+        def submit_finetunes(index: int) -> set:
+            jobs = study.jobs(units[index])
+            unfinished = [j for j in jobs if not study.layout.finetune_record(j.job_id).exists()]
+            return {pool.submit(_finetune, index, j.job_id) for j in unfinished}
+
+        pending = {pool.submit(_pretrain, i) for i in todo if not units[i].done}
+        for i in todo:
+            if units[i].done:
+                pending |= submit_finetunes(i)
         while pending:
             finished, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
             watcher.update()
             for future in finished:
                 try:
-                    index, summary = future.result()
+                    result = future.result()
                 except BrokenProcessPool:
                     watcher.close()
                     log("a worker process died; finishing its work in this process")
                     return
-                except Exception as exc:  # a bug in one unit must not lose the others' work
+                except Exception as exc:  # a bug in one item must not lose the others' work
                     first = (str(exc).splitlines() or [""])[0]
                     watcher.say(f"a worker failed: {type(exc).__name__}: {first}")
                     continue
-                unit = units[index]
-                outcome = "done" if summary["status"] == "done" else f"FAILED: {summary['message']}"
-                watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}")
+                if isinstance(result, tuple):  # a pre-training run
+                    index, summary = result
+                    unit = units[index]
+                    done = summary["status"] == "done"
+                    outcome = "done" if done else f"FAILED: {summary['message']}"
+                    watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}")
+                    if done:
+                        pending |= submit_finetunes(index)
+                elif result["status"] == "failed":
+                    job = f"{result['task']} seed {result['seed']} at {result['fraction']:g} FAILED"
+                    watcher.say(f"fine-tune {job} of {result['run_id']}: {result['message']}")
     watcher.close()
 
 
