@@ -29,7 +29,7 @@ from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
 
-# One Study per worker process, prepared once and reused for every unit it takes.
+# One Study per worker process, prepared once and reused for every item it takes.
 _worker: tuple[Study, list[Unit]] | None = None
 
 
