@@ -121,19 +121,20 @@ def run_in_workers(
                     return
                 except Exception as exc:  # a bug in one item must not lose the others' work
                     first = (str(exc).splitlines() or [""])[0]
-                    watcher.say(f"a worker failed: {type(exc).__name__}: {first}")
+                    watcher.say(f"a worker failed: {type(exc).__name__}: {first}", always=True)
                     continue
                 if isinstance(result, tuple):  # a pre-training run
                     index, summary = result
                     unit = units[index]
                     done = summary["status"] == "done"
                     outcome = "done" if done else f"FAILED: {summary['message']}"
-                    watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}")
+                    watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}", always=not done)
                     if done:
                         pending |= submit_finetunes(index)
                 elif result["status"] == "failed":
                     job = f"{result['task']} seed {result['seed']} at {result['fraction']:g} FAILED"
-                    watcher.say(f"fine-tune {job} of {result['run_id']}: {result['message']}")
+                    message = f"fine-tune {job} of {result['run_id']}: {result['message']}"
+                    watcher.say(message, always=True)
     watcher.close()
 
 
@@ -203,8 +204,9 @@ class StudyWatcher:
             self._last_plain = time.perf_counter()
             print(self.line(), file=sys.stderr, flush=True)
 
-    def say(self, message: str) -> None:
-        if self.mode == "off":
+    def say(self, message: str, always: bool = False) -> None:
+        """A line above the live one; ``always`` for failures, shown even with no progress."""
+        if self.mode == "off" and not always:
             return
         if self._status is not None:
             self._console.print(message)
