@@ -186,7 +186,7 @@ def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
 def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
     """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone)."""
     jobs = study.jobs(unit)
-    todo = sum(not study.layout.finetune_record(j.job_id).exists() for j in jobs)
+    todo = len(unfinished_jobs(study, jobs))
     if todo:
         log(f"  fine-tune {unit.label}: {todo} of {len(jobs)} (checkpoint, task, seed) jobs")
     records = []
@@ -201,5 +201,10 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
     return records
 
 
+def unfinished_jobs(study: Study, jobs: list[FinetuneJob]) -> list[FinetuneJob]:
+    """The jobs with no record yet (done and failed fine-tunes both leave one)."""
+    return [j for j in jobs if not study.layout.finetune_record(j.job_id).exists()]
+
+
 def all_finetuned(study: Study, unit: Unit) -> bool:
-    return all(study.layout.finetune_record(j.job_id).exists() for j in study.jobs(unit))
+    return not unfinished_jobs(study, study.jobs(unit))

@@ -24,7 +24,7 @@ import torch
 from electra_ablate.engine.progress import ProgressMode, format_duration
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
-from electra_ablate.study.execute import all_finetuned, finetune, run_unit
+from electra_ablate.study.execute import all_finetuned, finetune, run_unit, unfinished_jobs
 from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
@@ -101,8 +101,7 @@ def run_in_workers(
     ) as pool:
 
         def submit_finetunes(index: int) -> set:
-            jobs = study.jobs(units[index])
-            unfinished = [j for j in jobs if not study.layout.finetune_record(j.job_id).exists()]
+            unfinished = unfinished_jobs(study, study.jobs(units[index]))
             return {pool.submit(_finetune, index, j.job_id) for j in unfinished}
 
         pending = {pool.submit(_pretrain, i) for i in todo if not units[i].done}
