@@ -260,6 +260,8 @@ def test_a_study_beside_another_reuses_its_identical_runs_and_fine_tunes(smoke_r
         assert record.read_text() == (out / "finetune" / record.name).read_text()
     runs = pl.read_parquet(beside / "runs.parquet").filter(pl.col("objective") != "none")
     assert runs["message"].to_list() == [f"identical run reused from {out.name}"] * 2
+    assert result.stdout.count(f"identical run reused from {out.name}") == 2
+    assert "running" not in result.stdout
     keys = ["run_id", "checkpoint_fraction", "task", "finetune_seed", "metric"]
     mine = comparable(beside).drop("study", "label").sort(keys)
     first = comparable(out.parent / "first_results.parquet").drop("study", "label")

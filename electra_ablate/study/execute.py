@@ -112,8 +112,9 @@ def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **k
     return pretrain(study, unit, progress, **kw)
 
 
-def reuse_identical(study: Study, unit: Unit) -> bool:
-    """Copy a finished unit with the same identity from a study folder beside this one.
+def reuse_identical(study: Study, unit: Unit) -> str | None:
+    """Copy a finished unit with the same identity from a study folder beside this one and
+    return that folder's name (None if there is none).
 
     A unit's id is a hash of everything that changes its result, so an identical finished
     run elsewhere is this run: copying it (without its resumable states) is a cache hit, not an
@@ -122,7 +123,7 @@ def reuse_identical(study: Study, unit: Unit) -> bool:
     pattern = "pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-"
     own, parent = study.layout.root.resolve(), study.layout.root.parent
     if not parent.is_dir():  # the first study of a fresh `runs/`: nothing beside it
-        return False
+        return None
     for study_dir in sorted(p for p in parent.iterdir() if p.is_dir()):
         if study_dir.resolve() == own:
             continue
@@ -140,8 +141,8 @@ def reuse_identical(study: Study, unit: Unit) -> bool:
                     done = json.loads((tmp / "done.json").read_text())
                     done |= {"message": f"identical run reused from {study_dir.name}"}
                     atomic_write_text(tmp / "done.json", json.dumps(done))
-            return True
-    return False
+            return study_dir.name
+    return None
 
 
 def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:

@@ -19,9 +19,8 @@ from typing import Any
 from electra_ablate.engine.progress import progress_mode
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
-from electra_ablate.study.execute import finetune_unit, run_unit
+from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.provenance import write_study_json
-from electra_ablate.study.tables import write_tables
 from electra_ablate.study.units import RunUnit
 from electra_ablate.study.workers import run_in_workers
 from electra_ablate.threads import torch_threads
@@ -58,6 +57,8 @@ def run_study(
             if not parallel and isinstance(unit, RunUnit):
                 steps = f"{unit.plan.total_steps} steps"
                 state = "finished earlier" if unit.done else "running"
+                if not unit.done and study.reuse and (source := reuse_identical(study, unit)):
+                    state = f"identical run reused from {source}"
                 log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
             summary = run_unit(study, unit, mode, **({"retry_failed": False} if parallel else {}))
             if summary["status"] == "failed" and not parallel:
@@ -69,6 +70,8 @@ def run_study(
         ok = ok and all(r["status"] == "done" for _, r in records)
         study.dist.barrier()  # every rank has finished training before rank 0 writes
         if study.dist.is_main:
+            from electra_ablate.study.tables import write_tables  # polars: only for the tables
+
             write_tables(study, summaries, records)
             finished = time.time()
             write_study_json(study, started, finished)
@@ -82,6 +85,8 @@ def run_study(
 
 def collect_finished(study: Study, units: list, started: float, log: Callable[[str], None]) -> bool:
     """Tables from finished units and their finished fine-tunes only; True if nothing is pending."""
+    from electra_ablate.study.tables import write_tables
+
     summaries, records = [], []
     for unit in units:
         if not unit.done:
