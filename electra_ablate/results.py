@@ -212,6 +212,21 @@ def summary_table(glue: pl.DataFrame) -> pl.DataFrame:
     ).sort("objective", "label", "budget_fraction")
 
 
+def pretraining_only_summary(runs: pl.DataFrame, fractions: Sequence[float]) -> pl.DataFrame:
+    """``summary.csv`` of a study with no fine-tuning: the same columns, one row per objective
+    entry and kept checkpoint, no GLUE score (``n`` = 0), so every study's summary reads alike."""
+    entries = runs.select("objective", "label").unique(maintain_order=True)
+    checkpoints = pl.DataFrame({"budget_fraction": [float(f) for f in fractions]})
+    return (
+        entries.join(checkpoints, how="cross")
+        .with_columns(
+            *(pl.lit(None, pl.Float64).alias(c) for c in ("glue_median", "glue_min", "glue_max")),
+            pl.lit(0, pl.UInt32).alias("n"),
+        )
+        .sort("objective", "label", "budget_fraction")
+    )
+
+
 def task_scores(results: pl.DataFrame) -> pl.DataFrame:
     """Median, min, max and quartiles of every task metric across all seeds, per checkpoint."""
     keys = [*CHECKPOINT_KEYS, "task", "metric", "headline"]

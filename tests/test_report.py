@@ -403,7 +403,21 @@ def test_a_pretraining_only_study_gets_diagnostics_and_no_glue(tmp_path):
     text = write_report(directory).read_text(encoding="utf-8")
     assert "## Pre-training: did each model learn, and when?" in text
     assert "Measured ordering" not in text and "Fine-tuning seeds" not in text
-    assert not (directory / "report" / "summary.csv").exists()
+    summary = pl.read_csv(directory / "report" / "summary.csv")
+    assert summary.columns == [
+        "objective",
+        "label",
+        "budget_fraction",
+        "glue_median",
+        "glue_min",
+        "glue_max",
+        "n",
+    ]
+    runs = pl.read_parquet(directory / "runs.parquet")
+    assert summary.height == runs.height * len(FRACTIONS)  # every entry at every checkpoint
+    assert sorted(set(summary["label"].to_list())) == sorted(runs["label"].to_list())
+    assert summary["n"].to_list() == [0] * summary.height
+    assert summary["glue_median"].null_count() == summary.height
     assert (directory / "report" / "pretrain_curves.png").stat().st_size > 1000
 
 

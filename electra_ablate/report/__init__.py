@@ -38,6 +38,7 @@ from electra_ablate.results import (
     glue_scores,
     labels_in_order,
     paper_glue_scores,
+    pretraining_only_summary,
     read_results,
     summary_table,
     task_scores,
@@ -90,8 +91,12 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         sections.append(checkpoint_section(glue, paper_glue, tasks, labels))
         at_end = glue.filter(pl.col("checkpoint_fraction") == final)
         final_glue = {row["label"]: score(row) for row in at_end.iter_rows(named=True)}
-    elif discussion:
-        sections.append(discussion)
+    else:
+        if runs is not None and runs.height:
+            fractions = study.get("budget", {}).get("checkpoints") or [1.0]
+            write_csv(pretraining_only_summary(runs, fractions), out_dir / SUMMARY_FILE)
+        if discussion:
+            sections.append(discussion)
     if metrics is not None and metrics.height:
         plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, PANELS, SMOOTHING)
         sections.append(diagnostics_section(metrics, labels, final_glue))
@@ -139,8 +144,12 @@ def curve_colors(metrics: pl.DataFrame, labels: list[str]) -> dict[str, tuple]:
 
 
 def write_summary(glue: pl.DataFrame, path: Path) -> None:
+    write_csv(summary_table(glue), path)
+
+
+def write_csv(frame: pl.DataFrame, path: Path) -> None:
     with atomic_file(path) as tmp:
-        summary_table(glue).write_csv(tmp, float_precision=3)
+        frame.write_csv(tmp, float_precision=3)
 
 
 def read_notes(path: Path) -> str:
