@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import datasets
@@ -10,7 +11,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from electra_ablate.data.glue import GLUE_TASKS, encode_glue, load_glue_task
+from electra_ablate.data.glue import (
+    GLUE_TASKS,
+    encode_glue,
+    glue_task_fingerprint,
+    load_glue_task,
+)
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
 from electra_ablate.errors import DataError
 
@@ -156,6 +162,22 @@ def test_relative_folder_and_extra_parquet_columns(tmp_path: Path):
         pq.write_table(table, folder / f"{split}.parquet")
     loaded = load_glue_task("glue", "rte", spec_dir=tmp_path)
     assert loaded["train"].to_list() == hub_rows("rte", "train")
+
+
+def test_a_task_is_identified_by_its_files_contents_not_by_its_path(tmp_path: Path):
+    """Fine-tune records are cached under this: the same files reached by another spelling of
+    the path, or copied elsewhere, must hit the cache; an edited file must not."""
+    write_parquet(tmp_path / "a", "rte")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    fingerprint = glue_task_fingerprint(str(tmp_path / "a"), "rte")
+    assert glue_task_fingerprint(str(tmp_path / "b" / ".." / "a"), "rte") == fingerprint
+    assert glue_task_fingerprint("a", "rte", spec_dir=tmp_path) == fingerprint
+    assert glue_task_fingerprint(str(tmp_path / "b"), "rte") == fingerprint
+    rows = hub_rows("rte", "train")
+    rows[0] = {**rows[0], "label": 1 - rows[0]["label"]}
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "b" / "rte" / "train.parquet")
+    assert glue_task_fingerprint(str(tmp_path / "b"), "rte") != fingerprint
+    assert glue_task_fingerprint("hub", "rte") == "hub:nyu-mll/glue/rte"
 
 
 def test_missing_task_names_what_was_looked_for_and_found(tmp_path: Path):

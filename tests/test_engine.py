@@ -16,6 +16,7 @@ from engine_helpers import CFG, SEQ, UNIFORM, make_trainer
 from safetensors.torch import load_file
 
 from electra_ablate.engine import learning_rate, make_optimizer, plan_run
+from electra_ablate.engine.trainer import MetricMeans
 from electra_ablate.errors import TrainingDiverged
 from electra_ablate.flops import stage_step_flops
 from electra_ablate.kept import load_kept
@@ -65,6 +66,32 @@ def test_two_stage_can_split_flops_instead_and_checkpoints_follow_flops():
     assert dict(plan.checkpoints)[0.5] == plan.stage_steps[0]
     assert dict(plan.checkpoints)[1.0] == plan.total_steps
     assert plan.stage_of(plan.stage_steps[0] - 1) == 0 and plan.stage_of(plan.stage_steps[0]) == 1
+
+
+def test_a_metric_is_averaged_over_the_steps_that_reported_it():
+    means = MetricMeans()
+    means.add({"loss": 1.0, "disc_auc": 0.9})
+    means.add({"loss": 3.0})
+    assert means.pop() == {"loss": 2.0, "disc_auc": 0.9}
+    assert means.pop() == {}
+
+
+def test_no_training_row_averages_two_stages(tmp_path):
+    """The row at two-stage's switch once mixed the generator's last steps with the first
+    discriminator steps: MLM and lambda-weighted detection losses in one mean, and the detection
+    AUC diluted towards 0 (logged as 0.03) by the steps that had none."""
+    trainer = make_trainer(tmp_path, "two_stage", steps_of_budget=20)
+    switch = trainer.plan.stage_steps[0]
+    trainer.spec = trainer.spec.model_copy(update={"log_every": 4})
+    assert switch % 4 != 0  # the switch falls inside a logging window
+    trainer.train()
+    rows = [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["split"] == "train"]
+    assert {(r["step"], r["stage"]) for r in train} >= {(switch, 0), (4 * (switch // 4 + 1), 1)}
+    for row in train:
+        assert ("disc_auc" in row) == (row["stage"] == 1)
+        assert (row["step"] <= switch) == (row["stage"] == 0)
+    assert all(0.2 < r["disc_auc"] < 0.8 for r in train if r["stage"] == 1)
 
 
 def test_learning_rate_warms_up_then_decays_to_zero_per_stage():

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from electra_ablate.data.paths import resolve_path
+from electra_ablate.data.paths import file_hash, resolve_path
 from electra_ablate.data.tasks import GLUE_TASKS, GlueTask, glue_task
 from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.errors import DataError
@@ -68,6 +68,17 @@ def locate_glue_task(
         f"GLUE task {task!r} not found in {folder} (looked for {spec.name}/ or "
         f"{spec.tsv_dir}/; found: {', '.join(found) or 'no GLUE tasks'})"
     )
+
+
+def glue_task_fingerprint(source: str, task: str, *, spec_dir: Path | None = None) -> str:
+    """What a fine-tune's result depends on in ``task``'s data: the task folder's file contents
+    (not its path, which may be spelled ``a/../b``, or differ on another machine), or the hub.
+    Fine-tune records are cached under it, like pre-training data under the corpus's hashes."""
+    layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
+    if layout == "hub":
+        return f"hub:{HUB_DATASET}/{glue_task(task).name}"
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    return "|".join(f"{p.relative_to(folder).as_posix()}:{file_hash(p)}" for p in files)
 
 
 def check_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> None:

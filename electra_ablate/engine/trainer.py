@@ -60,19 +60,25 @@ class PretrainRun:
 
 @dataclass
 class MetricMeans:
-    """Running sums of step metrics between two log lines; saved with the state for resume."""
+    """Running sums of step metrics between two log lines; saved with the state for resume.
+
+    Each metric is averaged over the steps that reported it, so a diagnostic that only some
+    steps have is not diluted towards zero by the steps that lack it.
+    """
 
     sums: dict[str, float] = field(default_factory=dict)
     count: int = 0
+    counts: dict[str, int] = field(default_factory=dict)  # absent in states saved before it
 
     def add(self, metrics: dict[str, float]) -> None:
         for k, v in metrics.items():
             self.sums[k] = self.sums.get(k, 0.0) + v
+            self.counts[k] = self.counts.get(k, 0) + 1
         self.count += 1
 
     def pop(self) -> dict[str, float]:
-        means = {k: v / max(1, self.count) for k, v in self.sums.items()}
-        self.sums, self.count = {}, 0
+        means = {k: v / max(1, self.counts.get(k, self.count)) for k, v in self.sums.items()}
+        self.sums, self.count, self.counts = {}, 0, {}
         return means
 
 
@@ -113,18 +119,19 @@ class Trainer:
         mode = self.progress if self.dist.is_main else "off"
         with ProgressLine(title, self.plan.total_steps, self.step, mode) as bar:
             while self.step < self.plan.total_steps:
-                self.enter_stage(self.plan.stage_of(self.step))
+                stage = self.plan.stage_of(self.step)
+                if stage != self.stage and self.means.count:
+                    # a row never averages two stages: their losses and metrics differ
+                    self.log_train(bar, tokens, last_log)
+                    tokens, last_log = 0, time.perf_counter()
+                self.enter_stage(stage)
                 metrics, n_tokens = self.train_step()
                 self.step += 1
                 self.means.add(metrics)
                 tokens += n_tokens
                 if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
-                    now = time.perf_counter()
-                    speed = tokens * self.dist.world_size / max(now - last_log, 1e-9)
-                    means = {**self.dist.mean(self.means.pop()), "tokens_per_s": speed}
-                    row = self.write_log("train", means)
-                    bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
-                    tokens, last_log = 0, now
+                    self.log_train(bar, tokens, last_log)
+                    tokens, last_log = 0, time.perf_counter()
                 if self.step in checkpoints:
                     self.checkpoint(checkpoints[self.step])
                 elif self.spec.resume_every and self.step % self.spec.resume_every == 0:
@@ -222,6 +229,13 @@ class Trainer:
                 self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
             )
         self.dist.barrier()  # no rank runs ahead of a state that may be needed to resume it
+
+    def log_train(self, bar: ProgressLine, tokens: int, since: float) -> None:
+        """Write the mean of the training steps since the last row, with the token rate."""
+        speed = tokens * self.dist.world_size / max(time.perf_counter() - since, 1e-9)
+        means = {**self.dist.mean(self.means.pop()), "tokens_per_s": speed}
+        row = self.write_log("train", means)
+        bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
 
     def write_log(self, split: str, metrics: dict[str, float]) -> dict[str, Any]:
         flops = self.plan.flops_at(self.step)

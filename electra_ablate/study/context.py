@@ -16,7 +16,13 @@ import torch
 
 from electra_ablate.config import BackboneConfig
 from electra_ablate.data.batches import column_matrix
-from electra_ablate.data.glue import EncodedGlue, check_glue_task, encode_glue, load_glue_task
+from electra_ablate.data.glue import (
+    EncodedGlue,
+    check_glue_task,
+    encode_glue,
+    glue_task_fingerprint,
+    load_glue_task,
+)
 from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.plan import plan_run
@@ -80,6 +86,7 @@ class Study:
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
         self._data: dict[str, VariantData] = {}
+        self._glue_fingerprints: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------- planning
     def prepare(self, progress: bool = False) -> list[Unit]:
@@ -149,6 +156,14 @@ class Study:
             budget.convention,
         )
 
+    def glue_fingerprint(self, spec: StudySpec, task: str) -> str:
+        key = (spec.data.glue, str(spec.spec_dir), task)
+        if key not in self._glue_fingerprints:
+            self._glue_fingerprints[key] = glue_task_fingerprint(
+                spec.data.glue, task, spec_dir=spec.spec_dir
+            )
+        return self._glue_fingerprints[key]
+
     def jobs(self, unit: Unit, ready_only: bool = True) -> list[FinetuneJob]:
         """The unit's fine-tunes; ``ready_only`` leaves out checkpoints that do not exist (a run
         that failed before reaching them)."""
@@ -172,7 +187,7 @@ class Study:
                         "train_cap": recipe.cap_for(task),
                         "epochs": recipe.epochs_for(task),
                         "eval_cap": finetune.eval_caps.get(task),
-                        "glue": unit.spec.data.glue,
+                        "glue": self.glue_fingerprint(unit.spec, task),
                     }
                     jobs.append(FinetuneJob(config_hash(identity), unit, fraction, task, seed))
         return jobs
