@@ -60,6 +60,7 @@ class VariantData:
     data: PretrainingData
     vocab: Vocab
     glue: dict[str, EncodedGlue] = field(default_factory=dict)
+    glue_fingerprints: dict[str, str] = field(default_factory=dict)  # per task, for job ids
 
     @property
     def fingerprint(self) -> str:
@@ -86,7 +87,6 @@ class Study:
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
         self._data: dict[str, VariantData] = {}
-        self._glue_fingerprints: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------- planning
     def prepare(self, progress: bool = False) -> list[Unit]:
@@ -157,12 +157,10 @@ class Study:
         )
 
     def glue_fingerprint(self, spec: StudySpec, task: str) -> str:
-        key = (spec.data.glue, str(spec.spec_dir), task)
-        if key not in self._glue_fingerprints:
-            self._glue_fingerprints[key] = glue_task_fingerprint(
-                spec.data.glue, task, spec_dir=spec.spec_dir
-            )
-        return self._glue_fingerprints[key]
+        known = self.data(spec).glue_fingerprints
+        if task not in known:
+            known[task] = glue_task_fingerprint(spec.data.glue, task, spec_dir=spec.spec_dir)
+        return known[task]
 
     def jobs(self, unit: Unit, ready_only: bool = True) -> list[FinetuneJob]:
         """The unit's fine-tunes; ``ready_only`` leaves out checkpoints that do not exist (a run
