@@ -20,6 +20,7 @@ from electra_ablate.components import (
     Generator,
     GeneratorParams,
     build_generator,
+    maskable,
     masked_mean,
     non_pad,
     without_special,
@@ -76,9 +77,9 @@ class Adversarial(Objective):
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
-        d = self.discriminator.detect(
-            batch, c.corrupted, c.replaced, non_pad(batch, self.special.pad)
-        )
+        weights = non_pad(batch, self.special.pad)
+        replaceable = maskable(batch["input_ids"], self.special)
+        d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         metrics = {**c.metrics, **d.metrics}
         if self.stages()[self.stage_index].name == "mle_warmup":
             return StepOutput(c.mlm_loss + p.disc_weight * d.loss, metrics)

@@ -16,6 +16,7 @@ from electra_ablate.components import (
     Discriminator,
     GeneratorParams,
     build_generator,
+    maskable,
     non_pad,
 )
 from electra_ablate.config import BackboneConfig
@@ -51,7 +52,9 @@ class Electra(Objective):
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
-        d = self.discriminator.detect(batch, c.corrupted, c.replaced, self.rtd_weights(batch, c))
+        weights = self.rtd_weights(batch, c)
+        replaceable = maskable(batch["input_ids"], self.special)
+        d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         return StepOutput(c.mlm_loss + p.disc_weight * d.loss, {**c.metrics, **d.metrics})
 
     def kept_model(self) -> KeptModel:

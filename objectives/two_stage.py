@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import Discriminator, Generator, non_pad
+from electra_ablate.components import Discriminator, Generator, maskable, non_pad
 from electra_ablate.config import BackboneConfig
 from electra_ablate.model import Encoder
 from electra_ablate.objective import (
@@ -78,7 +78,8 @@ class TwoStage(Objective):
         with torch.no_grad():
             c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
         weights = non_pad(batch, self.special.pad)
-        d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights)
+        replaceable = maskable(batch["input_ids"], self.special)
+        d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         return StepOutput(p.disc_weight * d.loss, {**c.metrics, **d.metrics})
 
     def kept_model(self) -> KeptModel:

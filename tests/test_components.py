@@ -116,17 +116,40 @@ def test_detection_nats_learnt_is_label_entropy_minus_loss():
     weights = torch.ones_like(labels, dtype=torch.bool)
     prior = torch.full(labels.shape, math.log(0.25 / 0.75))  # the labels' rate, no ranking
     loss = rtd_loss(prior, labels, weights)
-    m = detection_metrics(prior, labels, weights, loss)
+    m = detection_metrics(prior, labels, weights, loss, weights)
     assert m["disc_nats_learnt"].item() == pytest.approx(0.0, abs=1e-6)
     assert m["disc_auc"].item() == 0.5
     assert m["disc_precision"].item() == 0.0  # at the prior nothing is above logit 0
     sharp = torch.where(labels.bool(), 3.0, -3.0)
-    m = detection_metrics(sharp, labels, weights, rtd_loss(sharp, labels, weights))
+    m = detection_metrics(sharp, labels, weights, rtd_loss(sharp, labels, weights), weights)
     assert m["disc_auc"].item() == 1.0
     assert m["disc_nats_learnt"].item() == pytest.approx(
         binary_entropy(torch.tensor(0.25)).item() - rtd_loss(sharp, labels, weights).item()
     )
     assert m["disc_nats_learnt"].item() > 0.4
+
+
+def test_detection_ranking_is_scored_over_replaceable_positions_only():
+    """A detector that knows only that [CLS] and [SEP] are never replaced ranks nothing: over
+    ordinary tokens it is at AUC 0.5 and 0 nats, and only the labelled ``_incl_special`` figures
+    (every scored position) credit it."""
+    g = torch.Generator().manual_seed(0)
+    length = 32
+    labels = torch.zeros(64, length, dtype=torch.long)
+    labels[:, 1:-1] = (torch.rand(64, length - 2, generator=g) < 0.15).long()
+    scored = torch.ones_like(labels, dtype=torch.bool)
+    replaceable = scored.clone()
+    replaceable[:, [0, -1]] = False  # [CLS] ... [SEP]
+    rate = labels[:, 1:-1].float().mean().item()
+    knows_specials = torch.full(labels.shape, math.log(rate / (1 - rate)))
+    knows_specials[:, [0, -1]] = -20.0
+    loss = rtd_loss(knows_specials, labels, scored)
+    m = detection_metrics(knows_specials, labels, scored, loss, replaceable)
+    assert m["disc_auc"].item() == 0.5
+    assert m["disc_nats_learnt"].item() == pytest.approx(0.0, abs=1e-6)
+    assert m["disc_auc_incl_special"].item() > 0.5
+    assert m["disc_nats_learnt_incl_special"].item() > 0.0
+    assert m["disc_loss"].item() == loss.item()  # the objective's own loss is unchanged
 
 
 def test_mlm_nats_learnt_is_zero_for_a_frequency_only_model():
@@ -157,8 +180,8 @@ def test_detection_per_position_losses_are_zero_off_the_scored_positions():
     seen = {}
     detect = objective.discriminator.detect
 
-    def recording(batch, corrupted, replaced, weights):
-        seen["d"], seen["w"] = detect(batch, corrupted, replaced, weights), weights
+    def recording(batch, corrupted, replaced, weights, replaceable):
+        seen["d"], seen["w"] = detect(batch, corrupted, replaced, weights, replaceable), weights
         return seen["d"]
 
     objective.discriminator.detect = recording

@@ -375,8 +375,9 @@ def test_adversarial_policy_reward_is_the_discriminator_bce_at_masked_positions(
 
     detect = objective.discriminator.detect
 
-    def recording_detect(batch, corrupted, replaced, weights):
-        seen["detection"], seen["replaced"] = detect(batch, corrupted, replaced, weights), replaced
+    def recording_detect(batch, corrupted, replaced, weights, replaceable):
+        detection = detect(batch, corrupted, replaced, weights, replaceable)
+        seen["detection"], seen["replaced"] = detection, replaced
         return seen["detection"]
 
     monkeypatch.setattr(objective, "reinforce", spy)

@@ -9,7 +9,13 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import Discriminator, non_pad, replace_at, select_masked
+from electra_ablate.components import (
+    Discriminator,
+    maskable,
+    non_pad,
+    replace_at,
+    select_masked,
+)
 from electra_ablate.config import BackboneConfig
 from electra_ablate.objective import (
     Batch,
@@ -41,9 +47,9 @@ class RandomReplacementDetection(Objective):
         ordinary = self.vocab.ordinary_ids
         samples = ordinary[torch.randint_like(slots.originals, 0, len(ordinary))]
         r = replace_at(batch["input_ids"], slots, samples)
-        d = self.discriminator.detect(
-            batch, r.corrupted, r.replaced, non_pad(batch, self.special.pad)
-        )
+        weights = non_pad(batch, self.special.pad)
+        replaceable = maskable(batch["input_ids"], self.special)
+        d = self.discriminator.detect(batch, r.corrupted, r.replaced, weights, replaceable)
         metrics = {**d.metrics, "replaced_frac": r.replaced_frac}
         return StepOutput(self.params.disc_weight * d.loss, metrics)
 
