@@ -23,7 +23,7 @@ Each resample draws, with replacement, the units of the grid's top varying level
 seeds (each keeping its fine-tuning seeds) when the arm has several, else fine-tuning seeds.
 Drawing fine-tuning seeds again inside each drawn pre-training seed (``nested=True``) counts
 the fine-tuning noise twice, since each pre-training seed's mean already carries it (Davison &
-Hinkley 1997, §3.8; Field & Welsh 2007): at 3 × 3 seeds its intervals come out about 1.3× as
+Hinkley 1997, §3.8; Field & Welsh 2007): at 3 × 3 seeds its intervals come out 1.3–1.4× as
 wide and cover 0.99–1.00 of the time for a nominal 0.95, so it is an option, not the default.
 
 **The interval.** With the 1–5 seeds a study has, a percentile interval is far too narrow: the
