@@ -238,6 +238,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
     heldout_rate = masked_mean(heldout_c.replaced.float(), non_pad(heldout, pad))
     ordinary_rate = masked_mean(heldout_c.replaced.float(), heldout_c.replaceable)
     setup_s = time.perf_counter() - started
+    print(
+        f"held-out: {len(heldout['input_ids'])} sequences, {args.source} replacements, label "
+        f"entropy {float(binary_entropy(heldout_rate)):.4f} nats (replaced rate "
+        f"{float(heldout_rate):.4f} of non-pad tokens); bigram detector AUC {bigram_auc:.4f}",
+        flush=True,
+    )
 
     models = dict(zip(SIDES, build_pair(setup.backbone, args.seed), strict=True))
     optimizers = {side: adamw(m.parameters(), recipe) for side, m in models.items()}
@@ -325,11 +331,6 @@ def print_row(row: dict[str, float], first: bool) -> None:
 def print_summary(result: dict[str, object]) -> None:
     per_step = result["seconds_per_step"]
     assert isinstance(per_step, dict)
-    print(
-        f"held-out: {result['heldout_rows']} sequences, {result['source']} replacements, "
-        f"label entropy {result['heldout_label_entropy']:.4f} nats "
-        f"(replaced rate {result['heldout_replaced_rate_non_pad']:.4f} of non-pad tokens)"
-    )
     print(f"bigram detector held-out AUC: {result['bigram_detector_auc']:.4f}")
     print(
         f"seconds per training step: ours {per_step['ours']:.3f}, transformers "

@@ -1,5 +1,4 @@
-"""Step-for-step conformance with Hugging Face ``transformers``' ELECTRA (DESIGN §8, README
-"Conformance").
+"""Step-for-step conformance with Hugging Face ``transformers``' ELECTRA (README "Conformance").
 
 A small reference is built in ``transformers`` with a fixed seed: ``ElectraForMaskedLM`` as the
 1/4-width generator and ``ElectraForPreTraining`` as the discriminator, the generator's
@@ -25,7 +24,8 @@ In fp32 the check requires (``run_electra``):
   a failure, never a skip;
 - one AdamW step (clipping at 1.0, lr 5e-4, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except
   on LayerNorm weights and biases: ours from ``make_optimizer``, the reference's groups from
-  ``transformers.Trainer``'s own rule) leaves parameters that agree to 1e-5 of the step.
+  ``transformers.Trainer``'s own rule), fed the same gradients (``compare_step`` says why),
+  leaves parameters that agree to 1e-5 of the step.
 
 BERT MLM is checked the same way against ``ElectraForMaskedLM`` of the discriminator's size with
 BERT's 80/10/10 corruption injected, and the kept encoders exported by ``export_hf`` give
