@@ -108,13 +108,19 @@ def hf_state_dict(kept: KeptModel) -> dict[str, torch.Tensor]:
         else:
             out[f"{prefix}.{_lookup(BLOCK_NAMES, part, name)}.{param}"] = tensor
     for name, tensor in kept.head.state_dict().items():
-        if kept.role == "mlm" and name == "bias":
-            out["generator_lm_head.bias"] = tensor
-            continue
-        module, param = name.rsplit(".", 1)
-        out[f"{_lookup(HEAD_NAMES[kept.role], module, name)}.{param}"] = tensor
+        out[hf_head_name(kept.role, name)] = tensor
     # safetensors refuses views into shared storage (the q/k/v chunks): give each its own copy.
     return {k: v.detach().cpu().contiguous().clone() for k, v in out.items()}
+
+
+def hf_head_name(role: str, name: str) -> str:
+    """The HF name of one of our head tensors: the MLM head's output bias is the bias of HF's
+    ``generator_lm_head`` (whose weight is the tied token embedding matrix), the rest is
+    ``HEAD_NAMES``."""
+    if role == "mlm" and name == "bias":
+        return "generator_lm_head.bias"
+    module, param = name.rsplit(".", 1)
+    return f"{_lookup(HEAD_NAMES[role], module, name)}.{param}"
 
 
 def _lookup(table: dict[str, str], module: str, name: str) -> str:

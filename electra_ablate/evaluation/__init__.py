@@ -1,0 +1,1 @@
+"""Evaluation of kept encoders: the counterpart of ``objective.py`` + ``objectives/``."""
