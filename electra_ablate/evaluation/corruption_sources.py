@@ -47,7 +47,7 @@ def _as_long(input_ids: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.array(input_ids, dtype=np.int64))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BigramTable:
     """Counts of adjacent token pairs in training sequences: ``counts[a, b]`` is how often ``b``
     directly follows ``a``.
