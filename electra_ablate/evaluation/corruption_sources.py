@@ -47,7 +47,7 @@ def _as_long(input_ids: np.ndarray | torch.Tensor) -> torch.Tensor:
     return torch.from_numpy(np.array(input_ids, dtype=np.int64))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class BigramTable:
     """Counts of adjacent token pairs in training sequences: ``counts[a, b]`` is how often ``b``
     directly follows ``a``.
@@ -73,6 +73,8 @@ class BigramTable:
     ) -> BigramTable:
         """Count the adjacent pairs of every row of ``input_ids`` [N, L] (packed training
         sequences), in chunks of rows so memory stays bounded on a large corpus."""
+        if isinstance(input_ids, torch.Tensor):
+            input_ids = input_ids.detach().cpu().numpy()
         ids = np.asarray(input_ids)
         if ids.ndim != 2:
             raise ValueError(f"input_ids must be [N, L], got shape {ids.shape}")
@@ -158,7 +160,7 @@ class BigramTable:
         return right_ids[entry.clamp(max=len(cumulative) - 1)], total > 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class CorruptedText:
     """Text with some positions replaced, and the labels a detector is scored against.
 

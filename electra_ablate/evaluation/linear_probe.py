@@ -20,10 +20,12 @@ returned here so every caller computes it the same way.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from scipy.linalg import LinAlgWarning
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import log_loss
 from sklearn.pipeline import Pipeline, make_pipeline
@@ -32,12 +34,19 @@ from threadpoolctl import threadpool_limits
 
 from electra_ablate.components.losses import roc_auc
 
-LOGISTIC_C_GRID: tuple[float, ...] = (0.001, 0.01, 0.1, 1.0, 10.0)
+LOGISTIC_C_GRID: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 """Inverse L2 strengths tried for logistic probes, strongest first. Features are standardised,
-so one grid suits every encoder width."""
+so one grid suits every encoder width. Nothing weaker than 1: LayerNorm outputs satisfy an exact
+linear constraint (zero mean over the hidden units before the affine part), so only the penalty
+keeps the problem well conditioned. On ``tiny`` encoders of the objectives study the validation
+fold picked 0.001-0.01 for CoLA, MRPC, RTE and detection, 1 for SST-2's 67k examples."""
 
-RIDGE_ALPHA_GRID: tuple[float, ...] = (1.0, 10.0, 100.0, 1000.0)
-"""L2 strengths tried for ridge probes (on standardised features), strongest last."""
+RIDGE_ALPHA_GRID: tuple[float, ...] = (1.0, 10.0, 100.0, 1e3, 1e4)
+"""L2 strengths tried for ridge probes (on standardised features), strongest last. On STS-B's
+5,749 examples the validation fold picked 1 (random ``tiny`` weights), 100 (ELECTRA 15% at half
+the objectives budget) and 10,000 (BERT at the full budget): with little linear signal, heavier
+shrinkage wins on squared error, and the predictions tend to the X'y direction, which still
+ranks (a correlation metric is blind to their scale)."""
 
 VALIDATION_FRACTION = 0.2
 """Share of the training split (of its groups, when given) held out to pick the strength."""
@@ -106,7 +115,10 @@ def logistic_probe(
         raise ValueError("a logistic probe needs at least two classes in its training split")
     val = validation_fold(len(x), groups, seed)
     losses: dict[float, float] = {}
-    with threadpool_limits(PROBE_BLAS_THREADS):
+    with threadpool_limits(PROBE_BLAS_THREADS), warnings.catch_warnings():
+        # newton-cholesky hands over to lbfgs by design when the penalised Hessian is still
+        # ill-conditioned (the LayerNorm constraint above); its warning says only that.
+        warnings.simplefilter("ignore", LinAlgWarning)
         for c in grid:
             model = _logistic(c, len(classes), seed).fit(x[~val], y[~val])
             losses[c] = float(log_loss(y[val], model.predict_proba(x[val]), labels=classes))
