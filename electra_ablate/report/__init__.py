@@ -310,8 +310,8 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
     diverged = ordered.filter(pl.col("diverged").fill_null(False)).height
     if diverged:
         summary += (
-            f"; {diverged} diverged (a training loss that ran far above its start, marked "
-            "below: its scores are not an objective's)"
+            f"; {diverged} diverged (a training loss that ran far above its start; marked "
+            "below, their scores say little about their objectives)"
         )
     return "\n\n".join([f"## Runs\n\n{summary}.", table(head, rows), *curve_notes(runs)])
 

@@ -17,6 +17,7 @@ import torch
 
 from electra_ablate.data.batches import PackedBatches
 from electra_ablate.data.glue import GLUE_TASKS
+from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import log_finetune_scalars
 from electra_ablate.engine.progress import ProgressMode
 from electra_ablate.engine.trainer import PretrainRun, Trainer
@@ -26,7 +27,7 @@ from electra_ablate.kept import save_kept
 from electra_ablate.kept_files import kept_problem
 from electra_ablate.layout import RunLayout
 from electra_ablate.model import Encoder, MLMHead
-from electra_ablate.objective import KeptModel
+from electra_ablate.objective import KeptModel, Objective
 from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
@@ -77,7 +78,11 @@ def write_run_json(unit: RunUnit) -> None:
 
 
 def pretrain_run(
-    study: Study, unit: RunUnit, objective: Any, layout: RunLayout, dist: Any = None
+    study: Study,
+    unit: RunUnit,
+    objective: Objective,
+    layout: RunLayout,
+    dist: Distributed | None = None,
 ) -> PretrainRun:
     """What the trainer needs to train ``unit`` into ``layout`` (its own folder, or a scratch
     folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``)."""
@@ -96,7 +101,7 @@ def pretrain_run(
     )
 
 
-def run_meta(unit: RunUnit, objective: Any) -> dict[str, Any]:
+def run_meta(unit: RunUnit, objective: Objective) -> dict[str, Any]:
     """What every kept encoder of the run records about it (``kept.json``)."""
     return {
         "objective": unit.objective,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.engine.progress import progress_mode
+from electra_ablate.engine.progress import ProgressMode, progress_mode
 from electra_ablate.errors import AblateError
 from electra_ablate.locks import FolderLock, lock_study
 from electra_ablate.spec import StudySpec
@@ -76,7 +76,7 @@ def hold_study(study: Study, wait: bool) -> FolderLock | None:
 
 
 def run_locked(
-    study: Study, started: float, mode: Any, log: Callable[[str], None], workers: int
+    study: Study, started: float, mode: ProgressMode, log: Callable[[str], None], workers: int
 ) -> bool:
     units = study.prepare(progress=mode == "live")
     if study.dist.is_main:

@@ -66,10 +66,23 @@ def _init_worker(
     global _worker, _started
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _no_process_shared_locks()
     _started = started
     torch.set_num_threads(threads)
     study = Study(spec, spec_path, out_dir, device, overrides, reuse)
     _worker = (study, study.prepare())
+
+
+def _no_process_shared_locks() -> None:
+    """tqdm (through ``datasets``) makes a cross-process semaphore for its bars in each process
+    that shows one; a worker that is killed cannot release it, and the resource tracker then
+    warns about it on the terminal. A worker shares no bar with another process: a thread lock
+    does."""
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def _die_with_parent() -> None:
