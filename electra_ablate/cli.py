@@ -3,7 +3,10 @@ wires them up and holds the one error policy:
 
 - a usage or input error (bad option, bad spec, missing file, not a checkpoint, unknown task or
   objective) prints one line naming the problem and exits 2;
-- a failure while running prints one line and exits 1;
+- a failure while running prints one line and exits 1 (a file that cannot be read or written
+  is named);
+- SIGINT (Ctrl-C) and SIGTERM print one line saying that the same command resumes and exit 130
+  and 143, so ``ablate run … && ablate report …`` stops there;
 - no traceback unless ``--debug`` (or ``ABLATE_DEBUG=1``) asks for one.
 
 Heavy libraries (torch, datasets, scikit-learn) are imported inside the commands that use them,
@@ -13,12 +16,15 @@ so ``ablate --help``, a typo or a missing option answers at once.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import typer
 
 from electra_ablate import __version__
-from electra_ablate.errors import AblateError
+from electra_ablate.errors import AblateError, Interrupted
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -77,6 +83,32 @@ def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
 
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread for the command's duration,
+    so that a terminated study unwinds (workers stopped, locks released) and says so."""
+
+    def raise_interrupted(signum: int, frame: object) -> None:
+        raise Interrupted(signum)
+
+    handled = (signal.SIGINT, signal.SIGTERM)
+    try:
+        previous = {s: signal.signal(s, raise_interrupted) for s in handled}
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def interrupted_line(signum: int) -> str:
+    name = signal.Signals(signum).name
+    return f"stopped by {name}: finished work is kept, and the same command resumes"
+
+
 def run_cli(args: list[str] | None = None) -> int:
     """Run the CLI and return its exit code; every error becomes one line on stderr."""
     args = sys.argv[1:] if args is None else list(args)
@@ -87,7 +119,13 @@ def run_cli(args: list[str] | None = None) -> int:
         )
         return 2
     try:
-        app(args=args, standalone_mode=False, prog_name="ablate")
+        with signals_unwind():
+            # standalone_mode=False: typer returns an exit code (typer.Exit, or 130 for a
+            # KeyboardInterrupt it caught) instead of calling sys.exit; it must not be dropped
+            code = app(args=args, standalone_mode=False, prog_name="ablate")
+    except Interrupted as exc:
+        print(interrupted_line(exc.signum), file=sys.stderr)
+        return 128 + exc.signum
     except AblateError as exc:
         if _debugging():
             raise
@@ -99,7 +137,7 @@ def run_cli(args: list[str] | None = None) -> int:
         print("aborted", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("interrupted (finished work is kept: the same command resumes)", file=sys.stderr)
+        print(interrupted_line(signal.SIGINT), file=sys.stderr)
         return 130
     except _usage_error_types() as exc:
         message = exc.format_message()
@@ -108,6 +146,12 @@ def run_cli(args: list[str] | None = None) -> int:
             message = f"`ablate {group}` needs a command; see `ablate {group} --help`"
         print(f"error: {_one_line(message)}", file=sys.stderr)
         return getattr(exc, "exit_code", 2) or 2
+    except OSError as exc:
+        if _debugging():
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
+        return 1
     except Exception as exc:
         if _debugging():
             raise
@@ -117,7 +161,9 @@ def run_cli(args: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    return 0
+    if code == 130:  # typer turned a KeyboardInterrupt into this code
+        print(interrupted_line(signal.SIGINT), file=sys.stderr)
+    return code if isinstance(code, int) else 0
 
 
 def main() -> None:

@@ -39,6 +39,16 @@ class TrainingDiverged(AblateError):
     failure while running)."""
 
 
+class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
+    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt (so ``finally`` blocks release
+    locks and remove temporaries) but is not caught by ``except Exception``, nor turned into a
+    silent exit code by the CLI framework. The CLI exits 128 + the signal's number."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def did_you_mean(name: str, choices: object) -> str:
     """`` (did you mean 'x'?)`` when a choice is close to ``name``, else an empty string."""
     import difflib

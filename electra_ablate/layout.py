@@ -2,14 +2,16 @@
 
 <study>/
   study.json                        what ran, where, when, with which (resolved) spec
+  study.lock                        held by the `ablate run` writing the study (its PID, host)
   results.parquet                   one row per (run, checkpoint, task, seed, metric)
   runs.parquet                      one row per pre-training run with its status
   pretrain_metrics.parquet          the runs' logged metrics
   pretrain/<label>-s<seed>-<id>/    one pre-training run:
-    run.json, done.json | failed.json, error.log, metrics.jsonl, tensorboard/
+    run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log, tensorboard/
     states/step-<n>/                resumable training state (checksummed)
-    kept/<fraction>/                the kept encoder at a budget fraction: what
+    kept/<fraction>/                the kept encoder at a budget fraction (checksummed): what
                                     `ablate finetune` and `ablate export` take
+    rebuild/                        scratch re-training of a damaged kept encoder or curve
   baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
                                     baseline (fine-tuned like any checkpoint)
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
@@ -61,6 +63,27 @@ class RunLayout:
     def kept(self, fraction: float) -> Path:
         return self.root / "kept" / f"{fraction:.6g}"
 
+    @property
+    def kept_root(self) -> Path:
+        return self.root / "kept"
+
+    @property
+    def warnings_log(self) -> Path:
+        return self.root / "warnings.log"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / UNIT_LOCK
+
+    @property
+    def scratch(self) -> Path:
+        """Where a kept encoder or a training curve is rebuilt, away from the run's files."""
+        return self.root / "rebuild"
+
+    def scratch_run(self, purpose: str) -> RunLayout:
+        """A scratch run folder for one rebuild (``curve``, ``kept-0.5``): it resumes if killed."""
+        return RunLayout(self.scratch / purpose)
+
 
 @dataclass(frozen=True)
 class StudyLayout:
@@ -84,6 +107,19 @@ class StudyLayout:
     def pretrain_metrics(self) -> Path:
         return self.root / "pretrain_metrics.parquet"
 
+    @property
+    def lock(self) -> Path:
+        return self.root / STUDY_LOCK
+
+    @property
+    def finetune_dir(self) -> Path:
+        return self.root / "finetune"
+
+    def run_folders(self) -> list[RunLayout]:
+        """Every pre-training run and baseline folder on disk, whatever the spec says now."""
+        found = sorted(self.root.glob("pretrain/*")) + sorted(self.root.glob("baseline/*"))
+        return [RunLayout(p) for p in found if p.is_dir() and not p.name.startswith(".")]
+
     def run(self, label: str, seed: int, run_id: str) -> RunLayout:
         return RunLayout(self.root / "pretrain" / f"{safe_name(label)}-s{seed}-{run_id}")
 
@@ -91,7 +127,12 @@ class StudyLayout:
         return RunLayout(self.root / "baseline" / f"{safe_name(label)}-{baseline_id}")
 
     def finetune_record(self, job_id: str) -> Path:
-        return self.root / "finetune" / f"{job_id}.json"
+        return self.finetune_dir / f"{job_id}.json"
+
+
+BASELINE_FRACTION = 0.0  # the no-pre-training baseline's one kept encoder: kept/0
+STUDY_LOCK = "study.lock"  # held by `ablate run` for its whole life (electra_ablate.locks)
+UNIT_LOCK = "unit.lock"  # held while one unit's kept encoder is rebuilt
 
 
 def safe_name(label: str) -> str:

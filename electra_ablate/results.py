@@ -56,8 +56,21 @@ RUNS_SCHEMA = pl.Schema(
         "flops_paper": pl.Float64,
         "flops_standard": pl.Float64,
         "wall_s": pl.Float64,
+        # whether the training loss ran away (engine.trainer.DIVERGENCE_FACTOR); null: baseline
+        "diverged": pl.Boolean,
+        # the run's training curve: "logged", "rebuilt" (re-trained after its log was damaged)
+        # or "missing" (its metrics.jsonl is missing or damaged); null for the baseline
+        "curve": pl.String,
     }
 )
+RUNS_OPTIONAL_COLUMNS = ("diverged", "curve")  # absent from tables written before them
+
+
+def complete_runs(runs: pl.DataFrame) -> pl.DataFrame:
+    """A runs table with every column of ``RUNS_SCHEMA``, older tables' missing ones null."""
+    missing = [n for n in RUNS_OPTIONAL_COLUMNS if n not in runs.columns]
+    return runs.with_columns(pl.lit(None, dtype=RUNS_SCHEMA[n]).alias(n) for n in missing)
+
 
 # A re-run that produces a row with the same key replaces the old row instead of duplicating it.
 KEY_COLUMNS = ("study", "run_id", "checkpoint_fraction", "task", "finetune_seed", "metric")

@@ -39,6 +39,22 @@ from electra_ablate.finetune.recipe import FinetuneRecipe
 
 PriorKind = Literal["mlm", "generator", "detection"]  # = objective.PriorKind (no torch here)
 
+# A study name, objective label or variant label becomes part of a path, so it must be one path
+# component that stays inside the output folder: letters, digits, `_`, `=` and `-`, with single
+# dots only between them (no `..`, no leading dot, no `/` or `\`), at most NAME_MAX_LENGTH
+# characters. pydantic's regex engine has no look-around, hence the dot-separated groups.
+NAME_PATTERN = r"^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*$"
+NAME_MAX_LENGTH = 100
+NAME_RULE = (
+    "must be a single path component: letters, digits, _ = - and single dots between them "
+    f"(no '..', no leading dot, no / or \\), at most {NAME_MAX_LENGTH} characters"
+)
+
+
+def name_field(description: str, default: Any = ...) -> Any:
+    """A pydantic field holding a name that becomes part of a path (``NAME_PATTERN``)."""
+    return Field(default, pattern=NAME_PATTERN, max_length=NAME_MAX_LENGTH, description=description)
+
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -135,9 +151,7 @@ class PretrainSpec(Strict):
 
 class ObjectiveEntry(Strict):
     name: str = Field(description="a registered objective (`ablate objectives`)")
-    label: str | None = Field(
-        None, pattern=r"^[A-Za-z0-9_.=-]+$", description="name in tables and plots (default: name)"
-    )
+    label: str | None = name_field("name in tables and plots (default: name)", None)
     params: dict[str, Any] = Field(
         default_factory=dict, description="the objective's params (`ablate objectives`)"
     )
@@ -200,14 +214,14 @@ class VariantSpec(Strict):
     """A named set of changes to the spec, as ``--set`` paths, e.g.
     ``{label: hot, set: {pretrain.learning_rate: 1.0e-3}}``."""
 
-    label: str = Field(pattern=r"^[A-Za-z0-9_.=-]+$", description="name of the variant")
+    label: str = name_field("name of the variant")
     set: dict[str, Any] = Field(
         default_factory=dict, description="dotted path: value, as `--set` takes them"
     )
 
 
 class StudySpec(Strict):
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the output folder")
+    name: str = name_field("names the output folder")
     description: str = Field("", description="free text, kept in study.json")
     data: DataSpec
     backbone: BackboneSpec = Field(default_factory=BackboneSpec)
@@ -346,6 +360,14 @@ def format_validation_error(
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         where = format_location(prefix + loc)
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "string_pattern_mismatch" and err.get("ctx", {}).get("pattern") == (
+            NAME_PATTERN
+        ):
+            msg = f"{str(err.get('input'))[:40]!r} {NAME_RULE}"
+        elif err["type"] == "string_too_long" and err.get("ctx", {}).get("max_length") == (
+            NAME_MAX_LENGTH
+        ):
+            msg = f"{len(err.get('input', ''))} characters; a name {NAME_RULE}"
         if err["type"] == "extra_forbidden" and loc:
             parent = _model_at(root, loc[:-1]) if root is not None else None
             hint = did_you_mean(loc[-1], parent.model_fields) if parent is not None else ""

@@ -1,13 +1,45 @@
-"""Atomic writes: results and checkpoints appear whole or not at all."""
+"""Atomic writes: results and checkpoints appear whole or not at all.
+
+Each write goes to a temporary name beside its target and is renamed into place. ``mkstemp`` and
+``mkdtemp`` create their files 0600 and folders 0700 whatever the umask (they are meant for
+secrets), so every temporary is given the mode a plain ``open`` or ``mkdir`` would have had:
+colleagues on a shared file system can read a study exactly as the user's umask allows.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask (reading it means setting it, so briefly, under a lock)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _as_created(path: Path | str, directory: bool = False) -> None:
+    """Give a ``mkstemp``/``mkdtemp`` temporary the mode ``open``/``mkdir`` would have given."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
+
+
+def _tree_as_created(root: Path) -> None:
+    """Every file and folder under ``root`` as ``open``/``mkdir`` would have created them: some
+    writers (safetensors) create 0600 files, and copies keep their source's mode."""
+    for folder, dirs, files in os.walk(root):
+        for name in dirs:
+            _as_created(Path(folder) / name, directory=True)
+        for name in files:
+            _as_created(Path(folder) / name)
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -15,6 +47,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        _as_created(tmp)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -37,6 +70,7 @@ def atomic_file(path: Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
+        _as_created(tmp)
         yield Path(tmp)
         os.replace(tmp, path)
     finally:
@@ -50,7 +84,9 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     try:
+        _as_created(tmp, directory=True)
         yield tmp
+        _tree_as_created(tmp)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -16,7 +16,7 @@ from engine_helpers import CFG, SEQ, UNIFORM, make_trainer
 from safetensors.torch import load_file
 
 from electra_ablate.engine import learning_rate, make_optimizer, plan_run
-from electra_ablate.engine.trainer import MetricMeans
+from electra_ablate.engine.trainer import DIVERGENCE_FACTOR, MetricMeans
 from electra_ablate.errors import TrainingDiverged
 from electra_ablate.flops import stage_step_flops
 from electra_ablate.kept import load_kept
@@ -236,3 +236,27 @@ def test_sigkill_at_any_moment_then_resume_gives_identical_weights(tmp_path):
     assert proc.returncode == -signal.SIGKILL
     subprocess.run([sys.executable, str(script), str(tmp_path / "b")], check=True, env=env)
     assert_same_run(tmp_path / "a", tmp_path / "b")
+
+
+def test_a_runaway_loss_is_flagged_as_diverged_and_a_healthy_one_is_not(tmp_path):
+    healthy = make_trainer(tmp_path / "ok").train()
+    assert healthy["diverged"] is False
+    hot = make_trainer(tmp_path / "hot")
+    hot.spec = hot.run.spec = hot.spec.model_copy(update={"learning_rate": 10.0})
+    summary = hot.train()
+    diverged = summary["diverged"]
+    assert diverged and diverged["step"] > 0
+    assert diverged["loss"] > DIVERGENCE_FACTOR * diverged["start_loss"]
+
+
+def test_training_to_a_checkpoint_step_gives_that_checkpoints_kept_encoder(tmp_path):
+    """What rebuilding a lost kept encoder by re-training relies on."""
+    full = make_trainer(tmp_path / "full")
+    full.train()
+    half_step = min(full.plan.checkpoint_steps())
+    partial = make_trainer(tmp_path / "partial")
+    assert partial.train(stop_at=half_step)["steps"] == half_step
+    for name in ("kept.safetensors", "kept.json"):
+        ours = (tmp_path / "partial" / "kept" / "0.5" / name).read_bytes()
+        assert ours == (tmp_path / "full" / "kept" / "0.5" / name).read_bytes(), name
+    assert not (tmp_path / "partial" / "kept" / "1").exists()

@@ -7,6 +7,7 @@ from types import ModuleType
 
 from electra_ablate.commands import (
     check,
+    clean,
     data,
     export,
     finetune,
@@ -15,11 +16,14 @@ from electra_ablate.commands import (
     report,
     run,
     spec,
+    status,
 )
 
 COMMAND_MODULES: list[ModuleType] = [
     run,
     report,
+    status,
+    clean,
     finetune,
     export,
     data,

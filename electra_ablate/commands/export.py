@@ -20,9 +20,12 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="folder to write (created or replaced)"),
         fmt: ExportFormat = typer.Option(ExportFormat.hf, "--format", help="output format"),
     ) -> None:
-        """Export a pre-trained encoder, e.g. for ElectraForPreTraining.from_pretrained(OUT)."""
+        """Export a pre-trained encoder, e.g. for ElectraForPreTraining.from_pretrained(OUT).
+        A study's kept encoder that is missing or fails its checksum is rebuilt first."""
         from electra_ablate.export import export_hf
+        from electra_ablate.study.integrity import repair_kept_folder
 
+        repair_kept_folder(checkpoint)
         written = export_hf(checkpoint, out)
         architecture = json.loads((written / "config.json").read_text())["architectures"][0]
         typer.echo(f"exported {checkpoint} to {written} ({fmt.value}: {architecture})")

@@ -47,6 +47,12 @@ def register(app: typer.Typer) -> None:
             help="train nothing: write the tables from the work finished so far (unfinished "
             "runs pending), e.g. to report a long study while it runs",
         ),
+        wait: bool = typer.Option(
+            False,
+            "--wait",
+            help="if another `ablate run` is writing OUT, wait for it to finish instead of "
+            "stopping (exit 2)",
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
@@ -63,7 +69,7 @@ def register(app: typer.Typer) -> None:
             return
         from electra_ablate.study import run_study
 
-        ok = run_study(
+        run_study(  # a failed unit raises, naming it (exit 1)
             spec,
             spec_path,
             out_dir,
@@ -73,9 +79,8 @@ def register(app: typer.Typer) -> None:
             overrides=overrides,
             reuse=reuse,
             collect=collect,
+            wait=wait,
         )
-        if not ok and not collect:
-            raise typer.Exit(1)
 
 
 def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:

@@ -1,5 +1,6 @@
 """Where logged metrics go: ``metrics.jsonl`` always (the study's tables are built from it),
-TensorBoard when asked for (``pretrain.tensorboard``), so curves can be compared live."""
+TensorBoard when asked for (``pretrain.tensorboard``), so curves can be compared live; and
+whether a ``metrics.jsonl`` on disk can be trusted."""
 
 from __future__ import annotations
 
@@ -73,3 +74,40 @@ class MetricsLog:
     def close(self) -> None:
         if self._board is not None:
             self._board.close()
+
+
+def metrics_problem(path: Path, finished: bool, last_step: int | None = None) -> str | None:
+    """Why the log at ``path`` cannot be trusted, or None.
+
+    A log is damaged when a line is not a JSON metrics row, or when steps repeat or go back
+    within a split (what two processes writing one run leave behind). A finished run's log must
+    also exist, be non-empty and (given ``last_step``) reach its last step; an unfinished run's
+    last line may be torn by a kill, which resuming repairs.
+    """
+    if not path.exists():
+        return "it is missing" if finished else None
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as exc:
+        return f"it cannot be read ({exc.strerror})"
+    if not lines:
+        return "it is empty" if finished else None
+    last: dict[str, int] = {}
+    train_end = None
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = json.loads(line)
+            step, split = row["step"], row["split"]
+            if not isinstance(step, int) or not isinstance(split, str):
+                raise TypeError
+        except (ValueError, KeyError, TypeError):
+            if number == len(lines) and not finished:
+                break  # a torn last line: resuming truncates it
+            return f"line {number} is not a metrics row"
+        if step <= last.get(split, -1):
+            return f"steps repeat or go back at line {number} (two writers?)"
+        last[split] = step
+        train_end = step if split == "train" else train_end
+    if finished and last_step is not None and train_end != last_step:
+        return f"it ends at step {train_end}, not at the run's last step {last_step}"
+    return None

@@ -7,7 +7,6 @@ weights as an uninterrupted run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import sys
@@ -18,6 +17,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_model
 
+from electra_ablate.manifest import MANIFEST, verify_manifest, write_manifest
 from electra_ablate.storage import atomic_dir, atomic_write_text
 
 STATES_KEPT = 2  # the newest state and the one before it, in case the newest is corrupt
@@ -36,8 +36,7 @@ def save_state(
         torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
         torch.save(rng, tmp / "rng.pt")
         atomic_write_text(tmp / "trainer.json", json.dumps(counters))
-        files = {p.name: sha256(p) for p in sorted(tmp.iterdir())}
-        atomic_write_text(tmp / "manifest.json", json.dumps(files, indent=1))
+        write_manifest(tmp)
     for old in sorted(path.parent.glob("step-*"))[:-STATES_KEPT]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -66,28 +65,9 @@ def load_latest_state(
 
 def verify_state(state: Path) -> str | None:
     """None if every file matches the manifest's checksum, else what is wrong."""
-    manifest = state / "manifest.json"
-    if not manifest.exists():
+    if not (state / MANIFEST).exists():
         return "no manifest (incomplete write)"
-    try:
-        expected = json.loads(manifest.read_text())
-    except json.JSONDecodeError:
-        return "corrupt manifest"
-    for name, digest in expected.items():
-        path = state / name
-        if not path.exists():
-            return f"{name} is missing"
-        if sha256(path) != digest:
-            return f"{name} fails its checksum"
-    return None
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    return verify_manifest(state)
 
 
 def rng_state() -> dict[str, Any]:

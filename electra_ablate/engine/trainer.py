@@ -6,6 +6,9 @@ the objective keeps for fine-tuning. Exact resume: the batch of a step is a pure
 (seed, step), the learning rate a pure function of the step, and the state (weights, optimizer,
 RNG, metric sums) is saved atomically, so a killed run ends with the weights of an
 uninterrupted one.
+
+A loss that stays finite but runs away (too high a learning rate) does not stop a run, but it is
+flagged: the run's summary says ``diverged`` with the step and value, and the study warns.
 """
 
 from __future__ import annotations
@@ -36,6 +39,14 @@ from electra_ablate.kept import save_kept
 from electra_ablate.layout import RunLayout
 from electra_ablate.objective import Batch, Objective
 from electra_ablate.spec import PretrainSpec
+
+DIVERGENCE_FACTOR = 4.0
+"""A logged training loss this many times the loss of its stage's first step flags the run as
+diverged. A healthy run's loss falls from its first step (a stage switch, as two-stage's, starts
+a new reference), so 4x is far outside noise; ``learning_rate: 10`` on micro reaches ~100x."""
+DIVERGENCE_BOUND = 1.0e4
+"""A logged training loss above this flags the run whatever its start: no token-level loss in
+nats (ELECTRA's 50 x detection loss included) comes near it while a model learns."""
 
 
 class Batches(Protocol):
@@ -107,18 +118,22 @@ class Trainer:
         self.stage = 0
         self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
         self.optimizer: torch.optim.AdamW | None = None
+        self.stage_start_loss: dict[str, float] = {}  # per stage (as a str: JSON keys)
+        self.diverged: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ the loop
-    def train(self) -> dict[str, Any]:
-        """Train to the end of the plan (resuming if a state exists); returns a summary."""
+    def train(self, stop_at: int | None = None) -> dict[str, Any]:
+        """Train to the end of the plan, or to step ``stop_at`` (rebuilding a kept encoder),
+        resuming if a state exists; returns a summary."""
         self.run.layout.root.mkdir(parents=True, exist_ok=True)
+        end = self.plan.total_steps if stop_at is None else min(stop_at, self.plan.total_steps)
         self.start_or_resume()
         checkpoints = self.plan.checkpoint_steps()
         started, tokens, last_log = time.perf_counter(), 0, time.perf_counter()
         title = f"pre-train {self.run.meta.get('label', '')}".rstrip()
         mode = self.progress if self.dist.is_main else "off"
         with ProgressLine(title, self.plan.total_steps, self.step, mode) as bar:
-            while self.step < self.plan.total_steps:
+            while self.step < end:
                 stage = self.plan.stage_of(self.step)
                 if stage != self.stage and self.means.count:
                     # a row never averages two stages: their losses and metrics differ
@@ -126,6 +141,7 @@ class Trainer:
                     tokens, last_log = 0, time.perf_counter()
                 self.enter_stage(stage)
                 metrics, n_tokens = self.train_step()
+                self.stage_start_loss.setdefault(str(self.stage), metrics["loss"])
                 self.step += 1
                 self.means.add(metrics)
                 tokens += n_tokens
@@ -142,6 +158,8 @@ class Trainer:
             "steps": self.step,
             "wall_s": time.perf_counter() - started,
             **{f"flops_{c}": v for c, v in flops.items()},
+            "diverged": self.diverged or False,
+            "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
         }
 
     def start_or_resume(self) -> None:
@@ -224,7 +242,13 @@ class Trainer:
     def save_state(self) -> None:
         rng = self.dist.gather(rng_state())
         if self.dist.is_main:
-            counters = {"step": self.step, "stage": self.stage, "means": self.means.__dict__}
+            counters = {
+                "step": self.step,
+                "stage": self.stage,
+                "means": self.means.__dict__,
+                "stage_start_loss": self.stage_start_loss,
+                "diverged": self.diverged,
+            }
             save_state(
                 self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
             )
@@ -235,7 +259,16 @@ class Trainer:
         speed = tokens * self.dist.world_size / max(time.perf_counter() - since, 1e-9)
         means = {**self.dist.mean(self.means.pop()), "tokens_per_s": speed}
         row = self.write_log("train", means)
+        self.watch_divergence(row["loss"])
         bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
+
+    def watch_divergence(self, loss: float) -> None:
+        """Flag the run (once) when a logged training loss runs away from its stage's start."""
+        start = self.stage_start_loss.get(str(self.stage))
+        if self.diverged is not None or not math.isfinite(loss):
+            return
+        if loss > DIVERGENCE_BOUND or (start is not None and loss > DIVERGENCE_FACTOR * start > 0):
+            self.diverged = {"step": self.step, "loss": loss, "start_loss": start}
 
     def write_log(self, split: str, metrics: dict[str, float]) -> dict[str, Any]:
         flops = self.plan.flops_at(self.step)
@@ -270,6 +303,9 @@ class Trainer:
         self.optimizer.load_state_dict(optim_state)
         set_rng_state(torch.load(state / "rng.pt", weights_only=False)[self.dist.rank])
         self.means = MetricMeans(**counters["means"])
+        # absent in states saved before divergence was watched: the next step starts the watch
+        self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
+        self.diverged = counters.get("diverged")
         if self.dist.is_main:
             self.log.truncate(self.step)
 

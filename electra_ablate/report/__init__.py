@@ -34,6 +34,7 @@ from electra_ablate.report.plots import (
 from electra_ablate.report.pretraining import PANELS, SMOOTHING, diagnostics_section
 from electra_ablate.results import (
     RESULTS_FILE,
+    complete_runs,
     final_fraction,
     glue_scores,
     labels_in_order,
@@ -65,16 +66,23 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
     study = read_study(run_dir)
     runs = read_optional_table(run_dir / RUNS_FILE)
+    runs = complete_runs(runs) if runs is not None else None
     metrics = read_optional_table(run_dir / PRETRAIN_METRICS_FILE)
-    # a pre-training-only study (or one collected before any fine-tune) has no GLUE rows
-    pretraining_only = metrics is not None and not has_rows(run_dir / RESULTS_FILE)
-    results = None if pretraining_only else read_results(run_dir)
+    # a pre-training-only study, or one collected before any fine-tune (or any run) finished,
+    # has no GLUE rows
+    no_glue = (metrics is not None or runs is not None) and not has_rows(run_dir / RESULTS_FILE)
+    results = None if no_glue else read_results(run_dir)
+    pretrained = (
+        results.filter(pl.col("objective") != BASELINE_OBJECTIVE) if results is not None else None
+    )
 
     labels = ordered_labels(results, runs, metrics)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    writable_folder(out_dir)
     sections = [header(study, run_dir, results, runs)]
     final_glue = None
-    if results is not None:
+    if pretrained is not None and pretrained.is_empty():  # every run failed or is pending
+        sections.append(nothing_finished_section(runs))
+    elif results is not None:
         glue, paper_glue, tasks = (
             glue_scores(results),
             paper_glue_scores(results),
@@ -99,13 +107,86 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             sections.append(discussion)
     if metrics is not None and metrics.height:
         plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, PANELS, SMOOTHING)
-        sections.append(diagnostics_section(metrics, labels, final_glue))
+        diagnostics = diagnostics_section(metrics, labels, final_glue)
+        sections.append("\n\n".join([diagnostics, *curve_notes(runs)]))
     sections.append(runs_section(runs, labels))
+    if kept := kept_section(run_dir):
+        sections.append(kept)
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
     sections.append(paper_section(objectives))
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
+
+
+def writable_folder(folder: Path) -> None:
+    """Create ``folder`` if needed; one that cannot be written is an input error naming it."""
+    import tempfile
+
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise InputError(
+            f"cannot write the report to {exc.filename or folder}: {exc.strerror}"
+            " (choose another --out)"
+        ) from None
+
+
+def nothing_finished_section(runs: pl.DataFrame | None) -> str:
+    """In place of the GLUE results when no pre-training run has finished."""
+    counts = "none"
+    if runs is not None:
+        pretrained = runs.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+        by_status = pretrained["status"].value_counts().sort("status").iter_rows()
+        counts = ", ".join(f"{n} {status}" for status, n in by_status) or "none"
+    return (
+        "## Results\n\nNo pre-training run finished "
+        f"(runs: {counts}), so there is no pre-trained encoder to compare; only the "
+        "no-pre-training baseline may have GLUE scores. The runs table below says why."
+    )
+
+
+def curve_notes(runs: pl.DataFrame | None) -> list[str]:
+    """Runs whose training curve is missing (a damaged log, left out of the diagnostics until
+    `ablate run` rebuilds it) or was rebuilt by re-training."""
+    if runs is None:
+        return []
+    notes = []
+    for state, text in (
+        (
+            "missing",
+            "No training curve (its metrics.jsonl is missing or damaged; the next "
+            "`ablate run` re-trains the run to rebuild it) for",
+        ),
+        ("rebuilt", "Training curve rebuilt by re-training the run after its log was damaged, for"),
+    ):
+        names = runs.filter(pl.col("curve") == state)
+        if names.height:
+            listed = ", ".join(
+                f"{r['label']} (seed {r['pretrain_seed']})" for r in names.iter_rows(named=True)
+            )
+            notes.append(f"{text}: {listed}.")
+    return notes
+
+
+def kept_section(run_dir: Path) -> str | None:
+    """The kept encoders of finished units that are missing or fail their checksums."""
+    from electra_ablate.survey import survey
+
+    problems = survey(run_dir).kept_problems
+    if not problems:
+        return None
+    lines = []
+    for path, problem in problems:
+        where = path.relative_to(run_dir) if path.is_relative_to(run_dir) else path
+        what = "missing" if problem == "missing" else f"corrupt ({problem})"
+        lines.append(f"- `{where}`: {what}")
+    return (
+        "## Kept encoders\n\nThese kept encoders of finished runs are missing or fail their "
+        "checksums; the results above were fine-tuned before and stand. `ablate export` (or an "
+        "`ablate run` that needs them) rebuilds them.\n\n" + "\n".join(lines)
+    )
 
 
 def ordered_labels(
@@ -204,7 +285,7 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
             f"`{r['objective']}`",
             str(r["pretrain_seed"]),
             f"`{r['run_id']}`",
-            f"**{r['status']}**" if r["status"] == "failed" else r["status"],
+            status_cell(r),
             f"{r['steps']:,}" if r["steps"] is not None else NO_VALUE,
             sci(r["flops_paper"]),
             sci(r["flops_standard"]),
@@ -226,7 +307,19 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
         "Message",
     ]
     summary = ", ".join(f"{n} {status}" for status, n in counts)
-    return f"## Runs\n\n{summary}.\n\n" + table(head, rows)
+    diverged = ordered.filter(pl.col("diverged").fill_null(False)).height
+    if diverged:
+        summary += (
+            f"; {diverged} diverged (a training loss that ran far above its start; marked "
+            "below, their scores say little about their objectives)"
+        )
+    return "\n\n".join([f"## Runs\n\n{summary}.", table(head, rows), *curve_notes(runs)])
+
+
+def status_cell(row: dict[str, Any]) -> str:
+    if row["status"] == "failed":
+        return "**failed**"
+    return f"{row['status']}, **diverged**" if row.get("diverged") else row["status"]
 
 
 def paper_section(objectives: set[str]) -> str:

@@ -166,7 +166,9 @@ def header(
         rows += [
             (
                 "Fine-tuned checkpoints",
-                ", ".join(fraction(f) for f in fractions) + " of the budget",
+                ", ".join(fraction(f) for f in fractions) + " of the budget"
+                if fractions
+                else "none (no pre-training run finished)",
             ),
             ("Pre-training seeds", ", ".join(map(str, sorted(set(results["pretrain_seed"]))))),
             ("Fine-tuning seeds", ", ".join(map(str, sorted(set(results["finetune_seed"]))))),

@@ -163,8 +163,9 @@ class Study:
         return known[task]
 
     def jobs(self, unit: Unit, ready_only: bool = True) -> list[FinetuneJob]:
-        """The unit's fine-tunes; ``ready_only`` leaves out checkpoints that do not exist (a run
-        that failed before reaching them)."""
+        """The unit's fine-tunes; ``ready_only`` leaves out checkpoints the unit has not reached
+        (a run that failed before them). A finished unit has reached all of them, even where
+        its kept encoder is missing: its fine-tunes on disk are never dropped."""
         finetune = unit.spec.finetune
         if finetune is None:
             return []
@@ -172,7 +173,7 @@ class Study:
         generic = recipe.model_dump(mode="json", exclude={"train_caps", "task_epochs"})
         jobs = []
         for fraction in unit.fractions():
-            if ready_only and not (unit.kept_dir(fraction) / "kept.json").exists():
+            if ready_only and not (unit.done or (unit.kept_dir(fraction) / "kept.json").exists()):
                 continue
             for task in finetune.tasks:
                 for seed in finetune.seeds:

@@ -17,17 +17,21 @@ import torch
 
 from electra_ablate.data.batches import PackedBatches
 from electra_ablate.data.glue import GLUE_TASKS
+from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import log_finetune_scalars
 from electra_ablate.engine.progress import ProgressMode
 from electra_ablate.engine.trainer import PretrainRun, Trainer
 from electra_ablate.errors import AblateError
 from electra_ablate.finetune import as_examples, finetune_task
-from electra_ablate.kept import load_kept, save_kept
+from electra_ablate.kept import save_kept
+from electra_ablate.kept_files import kept_problem
 from electra_ablate.layout import RunLayout
 from electra_ablate.model import Encoder, MLMHead
-from electra_ablate.objective import KeptModel
+from electra_ablate.objective import KeptModel, Objective
 from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
+from electra_ablate.study.integrity import load_study_kept
+from electra_ablate.study.records import FINETUNE_KEYS, read_record, record_problem, warn
 from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, FinetuneJob, RunUnit, Unit
 
 Log = Callable[[str], None]
@@ -42,32 +46,16 @@ def pretrain(
     parallel workers must not train again what a worker just saw fail.
     """
     layout = unit.layout
-    if unit.done:
-        return json.loads(layout.done.read_text())
-    if not retry_failed and layout.failed.exists():
-        return json.loads(layout.failed.read_text())
+    if unit.done and (done := read_record(layout.done)) is not None:  # a damaged one: redone
+        return done
+    if not retry_failed and (failed := read_record(layout.failed)) is not None:
+        return failed
     layout.root.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(layout.run_json, json.dumps(unit.config, indent=2, default=str))
+    write_run_json(unit)
     layout.failed.unlink(missing_ok=True)
-    data, dist, spec = study.data(unit.spec).data, study.dist, unit.spec
-    per_rank = spec.pretrain.batch_size // dist.world_size
+    dist = study.dist
     objective = study.build(unit)
-    run = PretrainRun(
-        spec=spec.pretrain,
-        plan=unit.plan,
-        layout=layout,
-        seed=unit.seed,
-        train_batches=PackedBatches(data.train, per_rank, unit.seed, dist.rank, dist.world_size),
-        heldout_batches=PackedBatches(data.heldout, per_rank, 0, dist.rank, dist.world_size),
-        tokenizer_dir=data.tokenizer_dir,
-        meta={
-            "objective": unit.objective,
-            "label": unit.label,
-            "params": objective.params.model_dump(),
-            "run_id": unit.run_id,
-            "seed": unit.seed,
-        },
-    )
+    run = pretrain_run(study, unit, objective, layout)
     trainer = Trainer(objective, run, study.device, dist, progress)
     try:
         summary = {"status": "done", "message": "", **trainer.train()}
@@ -84,24 +72,69 @@ def pretrain(
     return summary
 
 
+def write_run_json(unit: RunUnit) -> None:
+    """``run.json``: the config the run's id is a hash of."""
+    atomic_write_text(unit.layout.run_json, json.dumps(unit.config, indent=2, default=str))
+
+
+def pretrain_run(
+    study: Study,
+    unit: RunUnit,
+    objective: Objective,
+    layout: RunLayout,
+    dist: Distributed | None = None,
+) -> PretrainRun:
+    """What the trainer needs to train ``unit`` into ``layout`` (its own folder, or a scratch
+    folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``)."""
+    data, spec = study.data(unit.spec).data, unit.spec
+    dist = dist or study.dist
+    per_rank = spec.pretrain.batch_size // dist.world_size
+    return PretrainRun(
+        spec=spec.pretrain,
+        plan=unit.plan,
+        layout=layout,
+        seed=unit.seed,
+        train_batches=PackedBatches(data.train, per_rank, unit.seed, dist.rank, dist.world_size),
+        heldout_batches=PackedBatches(data.heldout, per_rank, 0, dist.rank, dist.world_size),
+        tokenizer_dir=data.tokenizer_dir,
+        meta=run_meta(unit, objective),
+    )
+
+
+def run_meta(unit: RunUnit, objective: Objective) -> dict[str, Any]:
+    """What every kept encoder of the run records about it (``kept.json``)."""
+    return {
+        "objective": unit.objective,
+        "label": unit.label,
+        "params": objective.params.model_dump(),
+        "run_id": unit.run_id,
+        "seed": unit.seed,
+    }
+
+
 def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
     """Save the variant's backbone, freshly initialised, as a checkpoint to fine-tune."""
     if not unit.done:
-        data = study.data(unit.spec).data
-        backbone = study.backbone(unit.spec)
-        torch.manual_seed(unit.seed)
-        kept = KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))
-        meta = {
-            "objective": unit.objective,
-            "label": unit.label,
-            "run_id": unit.run_id,
-            "fraction": BASELINE_FRACTION,
-            "step": 0,
-            "flops_paper": 0.0,
-            "flops_standard": 0.0,
-        }
-        save_kept(unit.kept_dir(BASELINE_FRACTION), kept, data.tokenizer_dir, meta)
+        write_baseline_kept(study, unit)
     return {"status": "done", "message": "", "steps": 0, "flops_paper": 0.0, "flops_standard": 0.0}
+
+
+def write_baseline_kept(study: Study, unit: BaselineUnit) -> None:
+    """The baseline's kept encoder: seeded, so writing it again gives the same bytes."""
+    data = study.data(unit.spec).data
+    backbone = study.backbone(unit.spec)
+    torch.manual_seed(unit.seed)
+    kept = KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))
+    meta = {
+        "objective": unit.objective,
+        "label": unit.label,
+        "run_id": unit.run_id,
+        "fraction": BASELINE_FRACTION,
+        "step": 0,
+        "flops_paper": 0.0,
+        "flops_standard": 0.0,
+    }
+    save_kept(unit.kept_dir(BASELINE_FRACTION), kept, data.tokenizer_dir, meta)
 
 
 def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **kw: Any) -> dict:
@@ -118,7 +151,9 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
 
     A unit's id is a hash of everything that changes its result, so an identical finished
     run elsewhere is this run: copying it (without its resumable states) is a cache hit, not an
-    approximation. Its ``done.json`` says where it came from.
+    approximation. Its ``done.json`` says where it came from. A source whose kept encoders do
+    not verify (missing, or failing their checksums) is never copied: it is named and passed
+    over, and the unit is trained here instead.
     """
     pattern = "pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-"
     own, parent = study.layout.root.resolve(), study.layout.root.parent
@@ -132,11 +167,12 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
             finished = found.done if isinstance(unit, RunUnit) else found.kept(BASELINE_FRACTION)
             if not finished.exists():
                 continue
+            if (problem := reuse_problem(unit, found)) is not None:
+                warn(f"not reusing {source}: {problem}")
+                continue
             target = unit.layout.root
             with atomic_dir(target) as tmp:
-                shutil.copytree(
-                    source, tmp, dirs_exist_ok=True, ignore=shutil.ignore_patterns("states")
-                )
+                shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=NOT_REUSED)
                 if isinstance(unit, RunUnit):
                     done = json.loads((tmp / "done.json").read_text())
                     done |= {"message": f"identical run reused from {study_dir.name}"}
@@ -145,21 +181,39 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
     return None
 
 
+NOT_REUSED = shutil.ignore_patterns("states", "rebuild", "*.lock", "*.corrupt-*")
+
+
+def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
+    """Why a finished unit in another study must not be copied, or None: a record that does not
+    read, or a kept encoder that is missing or fails its checksum."""
+    if isinstance(unit, RunUnit):
+        _, problem = record_problem(source.done, ("status",))
+        if problem is not None:
+            return f"{source.done.name} is damaged ({problem})"
+    fractions = [f for f, _ in unit.plan.checkpoints] if isinstance(unit, RunUnit) else [0.0]
+    for fraction in fractions:
+        if (problem := kept_problem(source.kept(fraction))) is not None:
+            what = "missing" if problem == "missing" else f"corrupt ({problem})"
+            return f"its kept encoder {source.kept(fraction)} is {what}"
+    return None
+
+
 def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
     """Fine-tune one checkpoint on one task with one seed (or read back its record)."""
     path = study.layout.finetune_record(job.job_id)
     if not path.exists() and study.reuse:
         for other in sorted(study.layout.root.parent.glob(f"*/finetune/{job.job_id}.json")):
-            record = json.loads(other.read_text())
-            if record.get("status") == "done":  # same id: same checkpoint, task, seed, recipe
+            record, _ = record_problem(other, FINETUNE_KEYS)  # a damaged one is not reused
+            if record and record["status"] == "done":  # same id: same checkpoint, task, seed
                 atomic_write_text(path, json.dumps(record, indent=1))
                 break
-    if path.exists():
-        return json.loads(path.read_text())
+    if (record := read_record(path, FINETUNE_KEYS)) is not None:  # a damaged one: redone
+        return record
     spec = job.unit.spec
     encoded = study.encoded_task(spec, job.task)
     evaluation = as_examples(encoded.validation).capped(spec.finetune.eval_caps.get(job.task))
-    kept = load_kept(job.kept_dir)
+    kept = load_study_kept(study, job.unit, job.fraction)
     record = {
         "job_id": job.job_id,
         "run_id": job.unit.run_id,

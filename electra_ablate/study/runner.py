@@ -1,29 +1,38 @@
 """``ablate run``: a study spec becomes pre-training runs, fine-tuning jobs and tidy tables.
 
-Read top to bottom: plan the units; optionally share them out to worker processes; then one
-sequential pass trains (or reads back) every unit and fine-tunes its checkpoints, which after
-workers only collects what they wrote; finally the tables and ``study.json`` are rewritten.
-With ``collect`` nothing is trained: the tables are written from the work finished so far, and
-unfinished runs are listed as pending (a look at a long study while it runs, or the report of
-one that was cut short).
+Read top to bottom: lock the study folder (one ``ablate run`` at a time); plan the units; read
+back and verify what is finished, repairing what is damaged (``integrity``); optionally share the
+units out to worker processes; then one sequential pass trains (or reads back) every unit and
+fine-tunes its checkpoints, which after workers only collects what they wrote; finally the
+tables and ``study.json`` are rewritten, and a failed unit makes the study fail, by name.
+With ``collect`` nothing is trained and nothing locked or moved: the tables are written from the
+work finished so far, and unfinished runs are listed as pending (a look at a long study while it
+runs, or the report of one that was cut short).
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.engine.progress import progress_mode
+from electra_ablate.engine.progress import ProgressMode, progress_mode
+from electra_ablate.errors import AblateError
+from electra_ablate.locks import FolderLock, lock_study
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
+from electra_ablate.study.integrity import check_study
 from electra_ablate.study.provenance import write_study_json
-from electra_ablate.study.units import RunUnit
+from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
+from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
 from electra_ablate.threads import torch_threads
+
+
+class UnitsFailed(AblateError):
+    """Some units of a study failed (exit 1); the message names them."""
 
 
 def run_study(
@@ -37,50 +46,113 @@ def run_study(
     overrides: dict[str, Any] | None = None,
     reuse: bool = True,
     collect: bool = False,
+    wait: bool = False,
 ) -> bool:
-    """Run (or finish) the whole study; True if every unit of work succeeded."""
+    """Run (or finish) the whole study; True if every unit of work succeeded. A failed unit
+    raises ``UnitsFailed`` naming it, after the tables are written. ``wait``: if another
+    ``ablate run`` holds the folder, wait for it instead of stopping."""
     with torch_threads(spec.pretrain.num_threads):  # the caller's count comes back after
         started = time.time()
         mode = progress_mode(progress)
         study = Study(spec, spec_path, out_dir, device, overrides, reuse)
         if not study.dist.is_main:
             log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
-        units = study.prepare(progress=mode == "live")
-        if collect:
-            return collect_finished(study, units, started, log)
-        parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
-        if parallel:
-            run_in_workers(study, units, workers, mode, log)
+        if collect:  # reads only: never blocked by, nor blocking, a study that runs
+            return collect_finished(study, study.prepare(progress=mode == "live"), started, log)
+        lock = hold_study(study, wait)
+        try:
+            return run_locked(study, started, mode, log, workers)
+        finally:
+            if lock is not None:
+                lock.release()
 
-        summaries, records = [], []
-        for unit in units:
-            if not parallel and isinstance(unit, RunUnit):
-                steps = f"{unit.plan.total_steps} steps"
-                state = "finished earlier" if unit.done else "running"
-                if not unit.done and study.reuse and (source := reuse_identical(study, unit)):
-                    state = f"identical run reused from {source}"
-                log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
+
+def hold_study(study: Study, wait: bool) -> FolderLock | None:
+    """The study folder's lock, for this process's whole run (rank 0 under torchrun; workers
+    never take it again). Per-shard or per-job locks would be taken here."""
+    if not study.dist.is_main:
+        return None
+    return lock_study(study.layout.lock, study.layout.root, wait)
+
+
+def run_locked(
+    study: Study, started: float, mode: ProgressMode, log: Callable[[str], None], workers: int
+) -> bool:
+    units = study.prepare(progress=mode == "live")
+    if study.dist.is_main:
+        check_study(study, units, log)
+    study.dist.barrier()  # nothing trains before damaged records are set aside
+    parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
+    if parallel:
+        run_in_workers(study, units, workers, mode, log)
+
+    summaries, records = [], []
+    for unit in units:
+        if not parallel and isinstance(unit, RunUnit):
+            steps = f"{unit.plan.total_steps} steps"
+            state = "finished earlier" if unit.done else "running"
+            if not unit.done and study.reuse and (source := reuse_identical(study, unit)):
+                state = f"identical run reused from {source}"
+            log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
+        with warnings_to(unit.layout.warnings_log, "pre-training"):
             summary = run_unit(study, unit, mode, **({"retry_failed": False} if parallel else {}))
-            if summary["status"] == "failed" and not parallel:
-                log(f"  FAILED: {summary['message']}")
-            summaries.append((unit, summary))
-            if study.dist.is_main and summary["status"] == "done":
+        if summary["status"] == "failed" and not parallel:
+            log(f"  FAILED: {summary['message']}")
+        if summary.get("diverged") and study.dist.is_main:
+            warn(divergence_line(unit, summary["diverged"]))
+        summaries.append((unit, summary))
+        if study.dist.is_main and summary["status"] == "done":
+            with warnings_to(unit.layout.warnings_log, "fine-tuning"):
                 records += [(unit, r) for r in finetune_unit(study, unit, log)]
-        ok = all(s["status"] == "done" for _, s in summaries)
-        ok = ok and all(r["status"] == "done" for _, r in records)
-        study.dist.barrier()  # every rank has finished training before rank 0 writes
-        if study.dist.is_main:
-            from electra_ablate.study.tables import write_tables  # polars: only for the tables
+    failed = failed_units(summaries, records)
+    study.dist.barrier()  # every rank has finished training before rank 0 writes
+    if study.dist.is_main:
+        from electra_ablate.study.tables import write_tables  # polars: only for the tables
 
-            write_tables(study, summaries, records)
-            finished = time.time()
-            write_study_json(study, started, finished)
-            log(
-                f"results in {study.layout.results} ({finished - started:.0f} s)"
-                + ("" if ok else "; some work FAILED (see runs.parquet)")
-            )
-        study.dist.close()
-        return ok
+        write_tables(study, summaries, records)
+        finished = time.time()
+        write_study_json(study, started, finished)
+        log(
+            f"results in {study.layout.results} ({finished - started:.0f} s)"
+            + ("" if not failed else "; some work FAILED (see runs.parquet)")
+        )
+    study.dist.close()
+    if failed:
+        raise UnitsFailed(
+            f"{len(failed)} unit(s) of {study.layout.root} FAILED: {'; '.join(failed)} "
+            "(the tables list them; the same command retries failed runs)"
+        )
+    return True
+
+
+def failed_units(summaries: list[tuple[Unit, dict]], records: list[tuple[Unit, dict]]) -> list:
+    """Each failed run and fine-tune, by name, with the first words of its message."""
+
+    def short(message: str) -> str:
+        return message if len(message) <= 80 else message[:77] + "..."
+
+    names = [
+        f"{unit.label} (seed {unit.seed}): {short(str(s.get('message', '')))}"
+        for unit, s in summaries
+        if s["status"] == "failed"
+    ]
+    names += [
+        f"fine-tune {r.get('task')} seed {r.get('seed')} at {r.get('fraction')} of {unit.label}: "
+        + short(str(r.get("message", "")))
+        for unit, r in records
+        if r["status"] == "failed"
+    ]
+    return names
+
+
+def divergence_line(unit: Unit, diverged: dict) -> str:
+    start = diverged.get("start_loss")
+    versus = f", {diverged['loss'] / start:.0f}x its first step's {start:.3g}" if start else ""
+    return (
+        f"{unit.label} (seed {unit.seed}) diverged: training loss {diverged['loss']:.4g} at step "
+        f"{diverged['step']}{versus}; it is kept, and marked diverged in runs.parquet and the "
+        "report (a lower pretrain.learning_rate?)"
+    )
 
 
 def collect_finished(study: Study, units: list, started: float, log: Callable[[str], None]) -> bool:
@@ -88,20 +160,18 @@ def collect_finished(study: Study, units: list, started: float, log: Callable[[s
     from electra_ablate.study.tables import write_tables
 
     summaries, records = [], []
-    for unit in units:
-        if not unit.done:
-            failed = isinstance(unit, RunUnit) and unit.layout.failed.exists()
-            summary = {"status": "pending", "message": "not finished yet"}
-            summaries.append(
-                (unit, json.loads(unit.layout.failed.read_text()) if failed else summary)
-            )
+    pending = {"status": "pending", "message": "not finished yet"}
+    for unit in units:  # damaged records are named and left in place: this only reads
+        done = unit.done and (read_record(unit.layout.done, set_aside=False) is not None)
+        if not done:
+            failed = isinstance(unit, RunUnit) and read_record(unit.layout.failed, set_aside=False)
+            summaries.append((unit, failed or pending))
             continue
         summaries.append((unit, run_unit(study, unit, "off")))
-        records += [
-            (unit, json.loads(path.read_text()))
-            for job in study.jobs(unit)
-            if (path := study.layout.finetune_record(job.job_id)).exists()
-        ]
+        for job in study.jobs(unit):
+            path = study.layout.finetune_record(job.job_id)
+            if (record := read_record(path, FINETUNE_KEYS, set_aside=False)) is not None:
+                records.append((unit, record))
     write_tables(study, summaries, records)
     write_study_json(study, started, time.time())
     pending = sum(s["status"] == "pending" for _, s in summaries)

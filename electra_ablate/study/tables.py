@@ -4,16 +4,19 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import polars as pl
 
+from electra_ablate.engine.metrics_log import metrics_problem
 from electra_ablate.metrics import headline_metric
 from electra_ablate.results import RUNS_SCHEMA, write_table
 from electra_ablate.storage import atomic_file
 from electra_ablate.study.context import Study
+from electra_ablate.study.records import warn
 from electra_ablate.study.units import RunUnit, Unit
 
 NON_METRIC_KEYS = {"train_examples", "epochs", "train_seconds", "wall_seconds"}
@@ -24,14 +27,14 @@ def write_tables(
 ) -> None:
     layout = study.layout
     write_table(layout.results, [row for unit, r in records for row in result_rows(study, unit, r)])
-    runs = pl.DataFrame([run_row(unit, s) for unit, s in summaries], schema=RUNS_SCHEMA)
-    write_parquet(layout.runs, runs)
-    frames = [  # a pending run's partial curve would read as a finished one
-        metrics_frame(unit)
+    curves = {  # a pending run's partial curve would read as a finished one
+        unit.run_id: metrics_frame(unit, summary["status"] == "done")
         for unit, summary in summaries
         if isinstance(unit, RunUnit) and summary["status"] != "pending"
-    ]
-    frames = [f for f in frames if f is not None]
+    }
+    rows = [run_row(unit, s, curves.get(unit.run_id)) for unit, s in summaries]
+    write_parquet(layout.runs, pl.DataFrame(rows, schema=RUNS_SCHEMA))
+    frames = [f for f in curves.values() if f is not None]
     if frames:
         write_parquet(layout.pretrain_metrics, pl.concat(frames, how="diagonal_relaxed"))
 
@@ -72,8 +75,15 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
     ]
 
 
-def run_row(unit: Unit, summary: dict) -> dict[str, Any]:
+def run_row(unit: Unit, summary: dict, curve: pl.DataFrame | None = None) -> dict[str, Any]:
     params = unit.config.get("params", {}) if isinstance(unit, RunUnit) else {}
+    is_run = isinstance(unit, RunUnit)
+    if not is_run or summary["status"] == "pending":
+        curve_state = None
+    elif curve is None:
+        curve_state = "missing"
+    else:
+        curve_state = "rebuilt" if summary.get("curve_rebuilt") else "logged"
     return {
         **identity_columns(unit),
         "params_json": json.dumps(params, sort_keys=True),
@@ -83,15 +93,31 @@ def run_row(unit: Unit, summary: dict) -> dict[str, Any]:
         "flops_paper": float(summary.get("flops_paper", 0.0)),
         "flops_standard": float(summary.get("flops_standard", 0.0)),
         "wall_s": float(summary.get("wall_s", 0.0)),
+        "diverged": bool(summary.get("diverged")) if is_run else None,
+        "curve": curve_state,
     }
 
 
-def metrics_frame(unit: RunUnit) -> pl.DataFrame | None:
+def metrics_frame(unit: RunUnit, finished: bool) -> pl.DataFrame | None:
+    """The run's logged metrics; None (named in one line) if its log is missing or damaged,
+    which ``ablate run`` repairs by re-training the run (``study.integrity``)."""
     path = unit.layout.metrics
-    if not path.exists() or not path.stat().st_size:
+    problem = metrics_problem(path, finished, unit.plan.total_steps)
+    if problem is not None:
+        warn(f"{path}: {problem}; the tables leave its curve out until `ablate run` rebuilds it")
+        return None
+    lines = path.read_bytes().splitlines() if path.exists() else []
+    if lines and not lines[-1].rstrip().endswith(b"}"):
+        lines = lines[:-1]  # torn by a kill: the unfinished run's resume drops it too
+    if not lines:
+        return None
+    try:
+        frame = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), infer_schema_length=None)
+    except pl.exceptions.PolarsError as exc:
+        warn(f"{path} cannot be read ({type(exc).__name__}); the tables leave the run's curve out")
         return None
     ids = identity_columns(unit)
-    return pl.read_ndjson(path, infer_schema_length=None).with_columns(
+    return frame.with_columns(
         *[
             pl.lit(v, dtype=pl.Int64 if k == "pretrain_seed" else pl.String).alias(k)
             for k, v in ids.items()

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate.engine.plan import RunPlan
-from electra_ablate.layout import RunLayout
+from electra_ablate.layout import BASELINE_FRACTION, RunLayout
 from electra_ablate.spec import ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
@@ -27,7 +27,6 @@ IDENTITY_EXCLUDED = frozenset(
 
 BASELINE_OBJECTIVE = "none"
 BASELINE_LABEL = "no pre-training"
-BASELINE_FRACTION = 0.0
 
 
 def config_hash(config: dict[str, Any]) -> str:

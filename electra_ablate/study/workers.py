@@ -7,12 +7,23 @@ every pre-training run, most expensive first, then every fine-tune (checkpoint, 
 its own item, submitted when its run finishes. Fine-tunes are separate items so that the last
 run's fine-tunes are shared by both workers instead of making one wait for the other. The
 parent only watches: it reads the runs' logs to show runs, FLOPs and fine-tunes done, and an
-ETA. A worker that dies leaves resumable state; the caller's sequential pass finishes it.
+ETA.
+
+A worker that dies (killed, out of memory, a crash in native code) breaks the pool; the parent
+starts a new pool with as many workers and hands it the items that were in flight: a run resumes
+from its newest state, a fine-tune starts again. Each worker notes which item it starts in a
+file named by its PID (a file, not a queue: a worker killed while writing to a shared queue
+would leave its lock held), so the item whose worker died is known; an item that kills its
+worker ``MAX_DEATHS`` times is recorded as failed rather than tried forever. The parent ends
+its workers whenever it stops (Ctrl-C, SIGTERM, an error): none is left behind writing into the
+study, and every worker also asks Linux to end it when the parent ends.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -23,14 +34,23 @@ import torch
 
 from electra_ablate.engine.progress import ProgressMode, format_duration
 from electra_ablate.spec import StudySpec
+from electra_ablate.storage import atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.execute import all_finetuned, finetune, run_unit, unfinished_jobs
+from electra_ablate.study.records import warnings_to
 from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
 
-# One Study per worker process, prepared once and reused for every item it takes.
+MAX_DEATHS = 2  # an item whose worker died this many times is recorded as failed
+
+# An item of work: ("run", unit index) or ("job", unit index, fine-tune job id).
+Item = tuple
+
+# One Study per worker process, prepared once and reused for every item it takes, and the
+# folder where it notes which item it starts.
 _worker: tuple[Study, list[Unit]] | None = None
+_started: Path | None = None
 
 
 def _init_worker(
@@ -41,12 +61,28 @@ def _init_worker(
     threads: int,
     overrides: dict,
     reuse: bool,
+    started: Path,
 ) -> None:
-    global _worker
+    global _worker, _started
     _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _no_process_shared_locks()
+    _started = started
     torch.set_num_threads(threads)
     study = Study(spec, spec_path, out_dir, device, overrides, reuse)
     _worker = (study, study.prepare())
+
+
+def _no_process_shared_locks() -> None:
+    """tqdm (through ``datasets``) makes a cross-process semaphore for its bars in each process
+    that shows one; a worker that is killed cannot release it, and the resource tracker then
+    warns about it on the terminal. A worker shares no bar with another process: a thread lock
+    does."""
+    import threading
+
+    from tqdm import tqdm
+
+    tqdm.set_lock(threading.RLock())
 
 
 def _die_with_parent() -> None:
@@ -62,19 +98,29 @@ def _die_with_parent() -> None:
 
 def _pretrain(index: int) -> tuple[int, dict[str, Any]]:
     study, units = _worker
-    return index, run_unit(study, units[index], progress=False)
+    note_start(("run", index))
+    with warnings_to(units[index].layout.warnings_log, "pre-training"):
+        return index, run_unit(study, units[index], progress=False)
+
+
+def note_start(item: Item) -> None:
+    (_started / str(os.getpid())).write_text(json.dumps(item))
 
 
 def _finetune(index: int, job_id: str) -> dict[str, Any]:
     study, units = _worker
+    note_start(("job", index, job_id))
     (job,) = [j for j in study.jobs(units[index]) if j.job_id == job_id]
-    return finetune(study, job)
+    with warnings_to(units[index].layout.warnings_log, "fine-tuning"):
+        return finetune(study, job)
 
 
 def run_in_workers(
     study: Study, units: list[Unit], workers: int, progress: ProgressMode, log: Log = print
 ) -> None:
     import multiprocessing
+    import shutil
+    import tempfile
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     from concurrent.futures.process import BrokenProcessPool
 
@@ -85,6 +131,8 @@ def run_in_workers(
     if not todo:
         return
     log(f"{len(todo)} units of work on {workers} workers x {threads} threads")
+    context = multiprocessing.get_context("spawn")
+    started_notes = Path(tempfile.mkdtemp(prefix="ablate-workers-"))
     args = (
         study.spec,
         study.spec_path,
@@ -93,31 +141,50 @@ def run_in_workers(
         threads,
         study.overrides,
         study.reuse,
+        started_notes,
     )
     watcher = StudyWatcher(study, units, progress)
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        workers, mp_context=context, initializer=_init_worker, initargs=args
-    ) as pool:
 
-        def submit_finetunes(index: int) -> set:
-            unfinished = unfinished_jobs(study, study.jobs(units[index]))
-            return {pool.submit(_finetune, index, j.job_id) for j in unfinished}
+    def new_pool() -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            workers, mp_context=context, initializer=_init_worker, initargs=args
+        )
 
-        pending = {pool.submit(_pretrain, i) for i in todo if not units[i].done}
+    pool = new_pool()
+    futures: dict[Any, Item] = {}
+    deaths: dict[Item, int] = {}
+    breaks_before_any_start = 0
+
+    def submit(item: Item) -> None:
+        if item[0] == "run":
+            futures[pool.submit(_pretrain, item[1])] = item
+        else:
+            futures[pool.submit(_finetune, item[1], item[2])] = item
+
+    def submit_finetunes(index: int) -> None:
+        for job in unfinished_jobs(study, study.jobs(units[index])):
+            submit(("job", index, job.job_id))
+
+    finished_normally = False
+    try:
+        for i in todo:
+            if not units[i].done:
+                submit(("run", i))
         for i in todo:
             if units[i].done:
-                pending |= submit_finetunes(i)
-        while pending:
-            finished, pending = wait(pending, timeout=2.0, return_when=FIRST_COMPLETED)
+                submit_finetunes(i)
+        while futures:
+            done, _ = wait(list(futures), timeout=2.0, return_when=FIRST_COMPLETED)
             watcher.update()
-            for future in finished:
+            broken = False
+            for future in done:
+                item = futures.pop(future)
                 try:
                     result = future.result()
                 except BrokenProcessPool:
-                    watcher.close()
-                    log("a worker process died; finishing its work in this process")
-                    return
+                    broken = True
+                    futures[future] = item  # lost with the pool: handled below
+                    continue
                 except Exception as exc:  # a bug in one item must not lose the others' work
                     first = (str(exc).splitlines() or [""])[0]
                     watcher.say(f"a worker failed: {type(exc).__name__}: {first}", always=True)
@@ -125,16 +192,120 @@ def run_in_workers(
                 if isinstance(result, tuple):  # a pre-training run
                     index, summary = result
                     unit = units[index]
-                    done = summary["status"] == "done"
-                    outcome = "done" if done else f"FAILED: {summary['message']}"
-                    watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}", always=not done)
-                    if done:
-                        pending |= submit_finetunes(index)
+                    ok = summary["status"] == "done"
+                    outcome = "done" if ok else f"FAILED: {summary['message']}"
+                    watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}", always=not ok)
+                    if ok:
+                        submit_finetunes(index)
                 elif result["status"] == "failed":
                     job = f"{result['task']} seed {result['seed']} at {result['fraction']:g} FAILED"
                     message = f"fine-tune {job} of {result['run_id']}: {result['message']}"
                     watcher.say(message, always=True)
-    watcher.close()
+            if not broken:
+                continue
+            # A worker died: every item in flight is lost with the pool. Find whose worker
+            # died, then go on with a new pool of as many workers.
+            lost = list(futures.values())
+            futures.clear()
+            processes = dict(getattr(pool, "_processes", None) or {})
+            pool.shutdown(wait=True)  # the old pool's processes are all ended and reaped now
+            starts = {
+                pid: item for pid, item in read_starts(started_notes).items() if pid in processes
+            }
+            culprits = dead_items(processes, starts, lost)
+            if not any(item in starts.values() for item in lost):
+                breaks_before_any_start += 1
+                if breaks_before_any_start >= MAX_DEATHS:
+                    watcher.close()
+                    log("worker processes die as they start; finishing the work in this process")
+                    return
+            for item, code in culprits.items():
+                deaths[item] = deaths.get(item, 0) + 1
+                what = describe_item(study, units, item)
+                if deaths[item] >= MAX_DEATHS:
+                    message = f"its worker process died {deaths[item]} times (exit code {code})"
+                    record_death(study, units, item, message)
+                    watcher.say(f"{what} FAILED: {message}", always=True)
+                else:
+                    watcher.say(
+                        f"a worker process died (exit code {code}) while running {what}; it "
+                        f"resumes in a new pool of {workers} workers",
+                        always=True,
+                    )
+            pool = new_pool()
+            for item in lost:
+                if deaths.get(item, 0) < MAX_DEATHS:
+                    submit(item)
+        finished_normally = True
+    finally:
+        watcher.close()
+        if not finished_normally:
+            stop_workers(pool)
+        pool.shutdown(wait=finished_normally, cancel_futures=True)
+        shutil.rmtree(started_notes, ignore_errors=True)
+
+
+def read_starts(folder: Path) -> dict[int, Item]:
+    """Worker PID -> the item it started last, from the workers' notes."""
+    starts = {}
+    for note in folder.iterdir():
+        try:
+            starts[int(note.name)] = tuple(json.loads(note.read_text()))
+        except (OSError, ValueError):
+            continue  # a note torn by its writer's death: that worker had not started the item
+    return starts
+
+
+def dead_items(processes: dict, started: dict[int, Item], lost: list[Item]) -> dict[Item, Any]:
+    """The lost items whose worker died, with its exit code. A broken pool ends its other
+    workers with SIGTERM, so a worker that ended otherwise is the one that died; if the dead
+    one was itself ended by SIGTERM, every lost item that had started is counted."""
+    dead = {
+        pid: p.exitcode
+        for pid, p in processes.items()
+        if p.exitcode not in (None, 0, -signal.SIGTERM)
+    }
+    found = {started[pid]: code for pid, code in dead.items() if started.get(pid) in lost}
+    if found:
+        return found
+    return {item: -signal.SIGTERM for pid, item in started.items() if item in lost}
+
+
+def describe_item(study: Study, units: list[Unit], item: Item) -> str:
+    unit = units[item[1]]
+    if item[0] == "run":
+        return f"{unit.label} (seed {unit.seed})"
+    (job,) = [j for j in study.jobs(unit) if j.job_id == item[2]]
+    return f"fine-tune {job.task} seed {job.seed} at {job.fraction:g} of {unit.label}"
+
+
+def record_death(study: Study, units: list[Unit], item: Item, message: str) -> None:
+    """Record an item that keeps killing its worker as failed: a run's ``failed.json`` (the
+    next ``ablate run`` retries it), a fine-tune's failed record (as any failed fine-tune)."""
+    unit = units[item[1]]
+    if item[0] == "run":
+        summary = {"status": "failed", "message": message, "steps": 0}
+        atomic_write_text(unit.layout.failed, json.dumps(summary))
+        return
+    (job,) = [j for j in study.jobs(unit) if j.job_id == item[2]]
+    record = {
+        "job_id": job.job_id,
+        "run_id": unit.run_id,
+        "fraction": job.fraction,
+        "task": job.task,
+        "seed": job.seed,
+        "status": "failed",
+        "message": message,
+    }
+    atomic_write_text(study.layout.finetune_record(job.job_id), json.dumps(record, indent=1))
+
+
+def stop_workers(pool: Any) -> None:
+    """End the pool's worker processes now (SIGTERM): on Ctrl-C, SIGTERM or an error the parent
+    must neither wait for their items to finish nor leave them running."""
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
 
 
 def unit_cost(unit: Unit) -> float:
