@@ -14,7 +14,8 @@ The contract, in full:
 - ``kept_model() -> KeptModel``: the encoder (and pre-training head) that fine-tuning and
   export take, with its role, one of ``KEPT_ROLES``.
 - ``flops_plan(seq_len) -> list[ModelPass]``: the encoder passes one sequence costs in a
-  training step of the current stage; each pass's head is one of ``HEAD_KINDS``.
+  training step of the current stage; each pass's head is one of ``HEAD_KINDS``, and whatever
+  else the objective runs per position (a copy gate) it declares as ``ModelPass.extra_linears``.
 - Optional: ``stages()`` and ``enter_stage(i)`` for staged training (the budget is split between
   stages by FLOPs or by steps, ``stage_split()``); ``output_priors()`` for the opt-in
   initialisation of output biases at the data's priors.
@@ -43,10 +44,10 @@ ENTRY_POINT_GROUP = "electra_ablate.objectives"
 Batch = dict[str, torch.Tensor]
 """``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch."""
 
-HeadKind = Literal["mlm", "binary", "copy_mlm", "none"]
+HeadKind = Literal["mlm", "binary", "none"]
 """Heads the FLOPs model prices: ``mlm`` a vocabulary softmax at the predicted positions only,
-``binary`` the discriminator's per-token logit, ``copy_mlm`` the All-Tokens MLM head
-(vocabulary softmax plus a copy gate), ``none`` no head."""
+``binary`` the discriminator's per-token logit, ``none`` no head. An objective's own extra layers
+are not kinds here: it declares their cost itself (``ModelPass.extra_linears``)."""
 HEAD_KINDS: tuple[str, ...] = get_args(HeadKind)
 
 KeptRole = Literal["discriminator", "mlm"]
@@ -99,10 +100,17 @@ class ModelPass:
     head: HeadKind
     predicted: int
     trained: bool = True
+    extra_linears: tuple[tuple[int, int], ...] = ()
+    """Linear layers ``(inputs, outputs)`` the objective runs beside its head at the same
+    ``predicted`` positions, priced like every dense layer: All-Tokens MLM's copy gate is
+    ``((hidden_size, 1),)``. How an objective declares its own head's cost."""
 
     def __post_init__(self) -> None:
         if self.head not in HEAD_KINDS:
             raise ValueError(f"ModelPass head {self.head!r} is not one of {HEAD_KINDS}")
+        for layer in self.extra_linears:
+            if len(layer) != 2 or any(not isinstance(n, int) or n < 1 for n in layer):
+                raise ValueError(f"ModelPass extra_linears {layer!r} is not (inputs, outputs)")
 
 
 @dataclass
