@@ -10,7 +10,10 @@ The contract, in full:
 
 - ``name``, ``description`` and ``Params`` (a pydantic model: the objective's typed knobs).
 - ``__init__(backbone, params, vocab)``: build every module; no data is seen yet.
-- ``forward(batch) -> StepOutput``: a finite scalar loss and detached scalar metrics.
+- ``forward(batch) -> StepOutput``: a finite scalar loss and detached scalar metrics, each
+  named by the metric-naming convention (``metric_kind``: ``*_loss``, ``*_nats_learnt``,
+  ``*_auc``, ``*_acc``, ``*_entropy``, ``*_kl_<reference>``, ``*_frac``, ...), or declared in
+  ``metric_kinds``, so that reports draw each metric in its kind's panels and columns.
 - ``kept_model() -> KeptModel``: the encoder (and pre-training head) that fine-tuning and
   export take, with its role, one of ``KEPT_ROLES``.
 - ``flops_plan(seq_len) -> list[ModelPass]``: the encoder passes one sequence costs in a
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Collection, Iterator
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal, get_args
@@ -61,6 +65,94 @@ MLM heads, a generator's MLM head, and binary heads (replaced-token detection, c
 PRIOR_KINDS: tuple[str, ...] = get_args(PriorKind)
 
 StageSplit = Literal["flops", "steps"]
+
+MetricKind = Literal[
+    "loss",
+    "nats_learnt",
+    "auc",
+    "accuracy",
+    "precision",
+    "recall",
+    "entropy",
+    "divergence",
+    "rate",
+    "reward",
+]
+"""What a logged metric measures; reports choose panels, columns and reference lines by kind."""
+
+METRIC_NAMING: tuple[tuple[str, MetricKind], ...] = (
+    (r"nats_learnt$", "nats_learnt"),  # the prior's loss minus the model's: 0 at the prior
+    (r"(^|_)loss$", "loss"),
+    (r"(^|_)auc$", "auc"),  # ROC-AUC, 0.5 at chance
+    (r"(^|_)acc$", "accuracy"),
+    (r"(^|_)precision$", "precision"),
+    (r"(^|_)recall$", "recall"),
+    (r"(^|_)entropy$", "entropy"),  # nats
+    (r"(^|_)kl(_[a-z0-9]+)?$", "divergence"),  # KL from a reference, nats: gen_kl_unigram
+    (r"(^|_)(frac|rate|prob)$", "rate"),  # a share in [0, 1]
+    (r"(^|_)reward$", "reward"),
+)
+"""The metric-naming convention: ``<model>_<quantity>``, the quantity's suffix giving the kind
+(``disc_auc``, ``gen_mlm_nats_learnt``, ``replaced_frac``). The first pattern that matches wins."""
+
+METRIC_QUALIFIER = "_incl_special"
+"""A suffix after the kind: the same quantity scored over every position, ``[CLS]``/``[SEP]``
+included (detection metrics are otherwise scored over ordinary tokens only)."""
+
+KIND_PRIOR: dict[str, float] = {"nats_learnt": 0.0, "auc": 0.5}
+"""What a model that has learnt nothing scores, for the kinds where that is a constant."""
+
+
+def split_metric_name(name: str) -> tuple[str, bool]:
+    """``disc_auc_incl_special`` -> (``disc_auc``, True)."""
+    if name.endswith(METRIC_QUALIFIER):
+        return name[: -len(METRIC_QUALIFIER)], True
+    return name, False
+
+
+def metric_kind(name: str, declared: Mapping[str, str] | None = None) -> MetricKind | None:
+    """The kind of a logged metric: as an objective declares it (``Objective.metric_kinds``),
+    else by the naming convention; None for a name the convention does not cover (the engine's
+    ``grad_norm``, ``lr``, ``tokens_per_s``)."""
+    if declared and name in declared:
+        return declared[name]  # type: ignore[return-value]
+    base, _ = split_metric_name(name)
+    for pattern, kind in METRIC_NAMING:
+        if re.search(pattern, base):
+            return kind
+    return None
+
+
+def declared_metric_kinds(objectives: Iterable[str]) -> dict[str, str]:
+    """The ``metric_kinds`` that the named objectives declare, where they are installed."""
+    try:
+        registered = available_objectives()
+    except AblateError:
+        return {}
+    declared: dict[str, str] = {}
+    for name in objectives:
+        if name in registered:
+            declared |= dict(registered[name].metric_kinds)
+    return declared
+
+
+def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
+    """``field value (the paper: x)`` for every param of objective ``name`` that declares the
+    paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another; empty
+    when the objective is not installed here."""
+    try:
+        params_model = available_objectives()[name].Params
+    except (AblateError, KeyError):
+        return []
+    out = []
+    for field_name, info in params_model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if "paper" not in extra:
+            continue
+        value = params.get(field_name, info.get_default(call_default_factory=True))
+        if value != extra["paper"]:
+            out.append(f"{field_name} {value} (the paper: {extra['paper']})")
+    return out
 
 
 class ObjectiveParams(BaseModel):
@@ -146,6 +238,8 @@ class Objective(nn.Module):
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[ObjectiveParams]] = ObjectiveParams
+    metric_kinds: ClassVar[Mapping[str, MetricKind]] = {}
+    """Kinds of logged metrics whose names the naming convention does not cover."""
 
     def __init__(self, backbone: BackboneConfig, params: ObjectiveParams, vocab: Vocab):
         super().__init__()

@@ -552,6 +552,11 @@ class _ContractTask:
     num_labels: int = 2
     is_regression: bool = False
 
+    def score(self, predictions: Any, labels: Any) -> dict[str, float]:
+        from electra_ablate.metrics import accuracy
+
+        return {"accuracy": accuracy(predictions, labels)}
+
 
 @_enforces(FINETUNE)
 def check_finetune(case: ContractCase, workdir: Path) -> None:

@@ -7,7 +7,8 @@ seed-to-seed spread, where each objective stands against no pre-training, and wh
 left its prior. An author's reading goes in through ``--notes``.
 
 - ``header``: provenance, recipe, deviations from the paper;
-- ``glue``: the GLUE sections (and ``summary.csv`` beside ``report.md``);
+- ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
+  ``summary.csv`` beside ``report.md``);
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
 - ``plots``: the figures.
 """
@@ -22,22 +23,25 @@ import polars as pl
 
 from electra_ablate import paper
 from electra_ablate.errors import InputError
-from electra_ablate.report.glue import checkpoint_section, final_section
+from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
 from electra_ablate.report.plots import (
     label_colors,
-    plot_glue_vs_flops,
     plot_pretrain_curves,
+    plot_scores_vs_flops,
     plot_task_scores,
 )
-from electra_ablate.report.pretraining import PANELS, SMOOTHING, diagnostics_section
+from electra_ablate.report.pretraining import SMOOTHING, curve_panel_specs, diagnostics_section
+from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.results import (
     RESULTS_FILE,
+    families_in_order,
+    family_scores,
     final_fraction,
-    glue_scores,
     labels_in_order,
-    paper_glue_scores,
+    of_family,
+    paper_scores,
     pretraining_only_summary,
     read_results,
     summary_table,
@@ -73,24 +77,36 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     labels = ordered_labels(results, runs, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
     sections = [header(study, run_dir, results, runs)]
-    final_glue = None
+    first_scores, families = None, []
     if results is not None:
-        glue, paper_glue, tasks = (
-            glue_scores(results),
-            paper_glue_scores(results),
-            task_scores(results),
-        )
+        scores, papers, tasks = family_scores(results), paper_scores(results), task_scores(results)
         final = final_fraction(results)
         colors = label_colors([x for x in labels if not is_baseline(results, x)])
-        plot_glue_vs_flops(glue, colors, out_dir)
-        plot_task_scores(tasks, colors, out_dir)
-        write_summary(glue, out_dir / SUMMARY_FILE)
-        sections.append(final_section(results, glue, paper_glue, tasks, labels, final))
+        order = families_in_order(results)
+        write_csv(summary_table(scores, order), out_dir / SUMMARY_FILE)
+        families = [describe_family(name) for name in order]
+        finals, checkpoints = [], []
+        for family in families:
+            own = (of_family(frame, family.name) for frame in (results, scores, papers, tasks))
+            rows, family_scores_, family_papers, family_tasks = own
+            if family.aggregate is not None:
+                plot_scores_vs_flops(family, family_scores_, colors, out_dir)
+            plot_task_scores(family, family_tasks, colors, out_dir)
+            finals.append(
+                final_section(
+                    family, rows, family_scores_, family_papers, family_tasks, labels, final
+                )
+            )
+            checkpoints.append(
+                checkpoint_section(family, family_scores_, family_papers, family_tasks, labels)
+            )
+            if first_scores is None and family.aggregate is not None and family_scores_.height:
+                at_end = family_scores_.filter(pl.col("checkpoint_fraction") == final)
+                first_scores = (family, at_end)
+        sections += finals
         if discussion:
             sections.append(discussion)
-        sections.append(checkpoint_section(glue, paper_glue, tasks, labels))
-        at_end = glue.filter(pl.col("checkpoint_fraction") == final)
-        final_glue = {row["label"]: score(row) for row in at_end.iter_rows(named=True)}
+        sections += [c for c in checkpoints if c]
     else:
         if runs is not None and runs.height:
             fractions = study.get("budget", {}).get("checkpoints") or [1.0]
@@ -98,11 +114,19 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if discussion:
             sections.append(discussion)
     if metrics is not None and metrics.height:
-        plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, PANELS, SMOOTHING)
-        sections.append(diagnostics_section(metrics, labels, final_glue))
+        panels = curve_panel_specs(metrics)
+        plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, panels, SMOOTHING)
+        final_scores = None
+        if first_scores is not None:
+            family, at_end = first_scores
+            final_scores = (
+                family.title,
+                {row["label"]: score(row) for row in at_end.iter_rows(named=True)},
+            )
+        sections.append(diagnostics_section(metrics, labels, final_scores))
     sections.append(runs_section(runs, labels))
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
-    sections.append(paper_section(objectives))
+    sections.append(paper_section(objectives, families))
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
@@ -116,8 +140,11 @@ def ordered_labels(
     ranked: list[str] = []
     if results is not None:
         pretrained = results.filter(pl.col("objective") != BASELINE_OBJECTIVE)
-        if pretrained.height:
-            ranked = list(labels_in_order(glue_scores(pretrained), final_fraction(pretrained)))
+        scores = family_scores(pretrained)
+        if scores.height:  # by the first family with a score, in the study's order
+            present = set(scores["family"].to_list())
+            first = next(f for f in families_in_order(pretrained) if f in present)
+            ranked = list(labels_in_order(of_family(scores, first), final_fraction(pretrained)))
     seen: list[str] = []
     for frame in (runs, metrics, results):
         if frame is not None:
@@ -141,10 +168,6 @@ def curve_colors(metrics: pl.DataFrame, labels: list[str]) -> dict[str, tuple]:
     if "variant" in metrics.columns and metrics["variant"].null_count() < metrics.height:
         return label_colors(metrics["variant"].drop_nulls().unique(maintain_order=True).to_list())
     return label_colors([x for x in labels if x in set(metrics["label"].to_list())])
-
-
-def write_summary(glue: pl.DataFrame, path: Path) -> None:
-    write_csv(summary_table(glue), path)
 
 
 def write_csv(frame: pl.DataFrame, path: Path) -> None:
@@ -229,8 +252,12 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
     return f"## Runs\n\n{summary}.\n\n" + table(head, rows)
 
 
-def paper_section(objectives: set[str]) -> str:
-    points = [f"- Table 5: {paper.TABLE5_SOURCE}."]
+def paper_section(objectives: set[str], families: list[TaskFamily]) -> str:
+    points = [
+        f"- {family.published_label}: {family.published_source}."
+        for family in families
+        if family.published_source
+    ]
     for objective, findings in paper.FINDINGS.items():
         if objective in objectives:
             points += [f"- {finding}" for finding in findings]

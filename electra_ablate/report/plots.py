@@ -18,7 +18,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from electra_ablate.results import EXCLUDED_FROM_GLUE, ordered_tasks
+from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.objective import KIND_PRIOR, metric_kind
+from electra_ablate.results import ordered_tasks
 from electra_ablate.storage import atomic_file
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
@@ -104,27 +106,32 @@ def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple
     ax.grid(True, which="major", alpha=0.3)
 
 
-def plot_glue_vs_flops(
-    glue: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
+def plot_scores_vs_flops(
+    family: TaskFamily, scores: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
 ) -> list[Path]:
+    """One family's score per model against pre-training FLOPs (``<family>_vs_flops``)."""
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     ax = fig.subplots()
-    median_with_band(ax, glue, colors)
+    median_with_band(ax, scores, colors)
     ax.set_xlabel(FLOPS_LABEL)
-    ax.set_ylabel("GLUE score (median; band: min–max over seeds)")
+    ax.set_ylabel(f"{family.aggregate} (median; band: min–max over seeds)")
     ax.legend(fontsize="small")
-    return save_figure(fig, out_dir, "glue_vs_flops")
+    return save_figure(fig, out_dir, f"{family.name}_vs_flops")
 
 
-def plot_task_scores(tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path) -> list[Path]:
-    """One panel per task, its headline metric against pre-training FLOPs."""
+def plot_task_scores(
+    family: TaskFamily, tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
+) -> list[Path]:
+    """One panel per task of the family, its headline metric against pre-training FLOPs
+    (``<family>_tasks_vs_flops``)."""
     headline = tasks.filter(pl.col("headline"))
     names = ordered_tasks(headline["task"].to_list())
     fig, axes = grid(len(names))
     for ax, task in zip(axes, names, strict=True):
         rows = headline.filter(pl.col("task") == task)
         median_with_band(ax, rows, colors)
-        note = " — not in GLUE score" if task in EXCLUDED_FROM_GLUE else ""
+        left_out = family.aggregate is not None and not rows["in_aggregate"].any()
+        note = f" — not in {family.aggregate}" if left_out else ""
         ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
     handles = [Line2D([], [], color=c, marker="o", label=label) for label, c in colors.items()]
@@ -133,7 +140,7 @@ def plot_task_scores(tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: 
             Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="no pre-training")
         )
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
-    return save_figure(fig, out_dir, "glue_tasks_vs_flops")
+    return save_figure(fig, out_dir, f"{family.name}_tasks_vs_flops")
 
 
 def curve_panels(
@@ -196,10 +203,9 @@ def plot_pretrain_curves(
                 ax.plot(x, y, "-", color=color, linewidth=1.2)
             else:
                 ax.plot(x, curve[name].to_list(), "o", color=color, markersize=4)
-        if name == "disc_auc":
-            ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
-        elif name.endswith("nats_learnt"):
-            ax.axhline(0.0, color="black", linewidth=0.6, linestyle=":")
+        prior = KIND_PRIOR.get(metric_kind(name) or "")
+        if prior is not None:  # where a model that learnt nothing sits
+            ax.axhline(prior, color="black", linewidth=0.6, linestyle=":")
         flops_axis(ax)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")

@@ -67,7 +67,7 @@ def run_study(
             if study.dist.is_main and summary["status"] == "done":
                 records += [(unit, r) for r in finetune_unit(study, unit, log)]
         ok = all(s["status"] == "done" for _, s in summaries)
-        ok = ok and all(r["status"] == "done" for _, r in records)
+        ok = ok and all(r["status"] != "failed" for _, r in records)
         study.dist.barrier()  # every rank has finished training before rank 0 writes
         if study.dist.is_main:
             from electra_ablate.study.tables import write_tables  # polars: only for the tables

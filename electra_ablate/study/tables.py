@@ -10,13 +10,11 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.metrics import headline_metric
+from electra_ablate.evaluation.task import RECORD_FIELDS, family_of, get_task
 from electra_ablate.results import RUNS_SCHEMA, write_table
 from electra_ablate.storage import atomic_file
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import RunUnit, Unit
-
-NON_METRIC_KEYS = {"train_examples", "epochs", "train_seconds", "wall_seconds"}
 
 
 def write_tables(
@@ -50,7 +48,8 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
     if record["status"] != "done":
         return []
     metrics = record["metrics"]
-    headline = headline_metric(record["task"])
+    task = get_task(record["task"])
+    in_aggregate = family_of(task).in_aggregate(task)
     return [
         {
             "study": study.spec.name,
@@ -59,16 +58,18 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
             "pretrain_step": record["step"],
             "flops_paper": record["flops_paper"],
             "flops_standard": record["flops_standard"],
+            "family": task.family,
             "task": record["task"],
             "finetune_seed": record["seed"],
             "metric": metric,
-            "headline": metric == headline,
+            "headline": metric == task.headline,
+            "in_aggregate": in_aggregate and metric == task.headline,
             "value": float(value),
-            "train_examples": int(metrics["train_examples"]),
-            "wall_s": float(metrics["wall_seconds"]),
+            "train_examples": metrics.get("train_examples"),
+            "wall_s": metrics.get("wall_seconds"),
         }
         for metric, value in metrics.items()
-        if metric not in NON_METRIC_KEYS
+        if metric not in RECORD_FIELDS
     ]
 
 

@@ -2,10 +2,11 @@
 
 A ``RunUnit`` is one pre-training run (an objective entry, under one variant, at one seed); a
 ``BaselineUnit`` is the no-pre-training row (a freshly initialised encoder of the same
-backbone); a ``FinetuneJob`` is one (checkpoint, GLUE task, seed) fine-tune. Each is named by a
-hash of exactly what changes its result, so re-running a study skips finished work, resumes
-unfinished work, and an edit re-runs only what it changes. How often a run logs, evaluates or
-saves state, and how many threads it uses, are not part of that identity.
+backbone). Their evaluations are ``evaluation.run.EvaluationJob``s (checkpoint, task, seed).
+Each is named by a hash of exactly what changes its result, so re-running a study skips
+finished work, resumes unfinished work, and an edit re-runs only what it changes. How often a
+run logs, evaluates or saves state, and how many threads it uses, are not part of that
+identity.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from electra_ablate.engine.plan import RunPlan
 from electra_ablate.layout import RunLayout
-from electra_ablate.spec import ObjectiveEntry, StudySpec
+from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
     {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
@@ -67,10 +68,9 @@ class RunUnit:
     def kept_dir(self, fraction: float) -> Path:
         return self.layout.kept(fraction)
 
-    def fractions(self) -> list[float]:
-        """The budget fractions to fine-tune (the spec's choice, else every checkpoint)."""
-        wanted = self.spec.finetune.checkpoints if self.spec.finetune else None
-        return sorted(wanted or [f for f, _ in self.plan.checkpoints])
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        """The budget fractions ``block`` evaluates (its choice, else every checkpoint)."""
+        return sorted(block.checkpoints or [f for f, _ in self.plan.checkpoints])
 
 
 @dataclass(frozen=True)
@@ -96,23 +96,8 @@ class BaselineUnit:
     def kept_dir(self, fraction: float) -> Path:
         return self.layout.kept(fraction)
 
-    def fractions(self) -> list[float]:
-        return [BASELINE_FRACTION]
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        return [BASELINE_FRACTION] if block.baseline else []
 
 
 Unit = RunUnit | BaselineUnit
-
-
-@dataclass(frozen=True)
-class FinetuneJob:
-    """One fine-tune: a unit's checkpoint at ``fraction``, on ``task``, with ``seed``."""
-
-    job_id: str
-    unit: Unit
-    fraction: float
-    task: str
-    seed: int
-
-    @property
-    def kept_dir(self) -> Path:
-        return self.unit.kept_dir(self.fraction)

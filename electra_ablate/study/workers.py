@@ -68,7 +68,7 @@ def _pretrain(index: int) -> tuple[int, dict[str, Any]]:
 def _finetune(index: int, job_id: str) -> dict[str, Any]:
     study, units = _worker
     (job,) = [j for j in study.jobs(units[index]) if j.job_id == job_id]
-    return finetune(study, job)
+    return finetune(study, units[index], job)
 
 
 def run_in_workers(
