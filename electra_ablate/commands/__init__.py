@@ -15,6 +15,7 @@ from electra_ablate.commands import (
     report,
     run,
     spec,
+    tasks,
 )
 
 COMMAND_MODULES: list[ModuleType] = [
@@ -25,6 +26,7 @@ COMMAND_MODULES: list[ModuleType] = [
     data,
     flops,
     objectives,
+    tasks,
     spec,
     check,
 ]
