@@ -79,6 +79,14 @@ def plan_job(
     )
 
 
+def reference_run_id(reference: str, data: str) -> str:
+    """What a reference's rows are named by: the reference on one data setting (``data``, its
+    fingerprint, which covers the tokenizer)."""
+    from electra_ablate.study.units import config_hash
+
+    return config_hash({"reference": reference, "data": data})
+
+
 def plan_reference_job(
     reference: str,
     data: str,
@@ -89,10 +97,10 @@ def plan_reference_job(
     tokenizer_dir: Path,
 ) -> EvaluationJob:
     """The job that scores ``task``'s reference ``reference`` on one data setting (``data``: its
-    fingerprint, which covers the tokenizer); its run id names the reference on that data."""
+    fingerprint, which covers the tokenizer)."""
     from electra_ablate.study.units import config_hash
 
-    run_id = config_hash({"reference": reference, "data": data})
+    run_id = reference_run_id(reference, data)
     identity = {
         **job_identity(run_id, 0.0, task, seed, settings, fingerprint),
         "reference": reference,

@@ -85,9 +85,10 @@ def grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[Axes]]:
 
 
 def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple]) -> None:
-    """One line per label through the medians, shaded from min to max across seeds; the
-    no-pre-training baseline (FLOPs 0, off a log axis) as a horizontal line with its band."""
-    curves = summary.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    """One line per label through the medians, shaded from min to max across seeds; rows at zero
+    pre-training FLOPs (off a log axis) as horizontal lines: the no-pre-training baseline dashed
+    with its band, a task's reference scorer (a count-based detector) dotted."""
+    curves = summary.filter(pl.col("flops_paper") > 0)
     for label, color in colors.items():
         points = curves.filter(pl.col("label") == label).sort("flops_paper")
         if points.is_empty():
@@ -95,11 +96,13 @@ def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple
         x = points["flops_paper"].to_list()
         ax.fill_between(x, points["min"].to_list(), points["max"].to_list(), color=color, alpha=0.2)
         ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=4)
-    for row in summary.filter(pl.col("objective") == BASELINE_OBJECTIVE).iter_rows(named=True):
-        ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
-        ax.axhline(
-            row["median"], color=BASELINE_COLOR, linestyle="--", linewidth=1.2, label=row["label"]
-        )
+    for row in summary.filter(pl.col("flops_paper") == 0).iter_rows(named=True):
+        if row["objective"] == BASELINE_OBJECTIVE:
+            ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
+            color, style = BASELINE_COLOR, "--"
+        else:
+            color, style = colors.get(row["label"], BASELINE_COLOR), ":"
+        ax.axhline(row["median"], color=color, linestyle=style, linewidth=1.2, label=row["label"])
     # one tick per checkpoint: objectives reach a budget fraction within a step of each other
     ticks = curves.group_by("checkpoint_fraction").agg(pl.col("flops_paper").mean())
     flops_axis(ax, ticks["flops_paper"].to_list())

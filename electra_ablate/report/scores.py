@@ -140,6 +140,8 @@ def final_section(
     if family.aggregate is None:
         return task_section(family, tasks, labels, final)
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
+    budgets = results.group_by("label").agg(pl.col("checkpoint_fraction").max())
+    unpretrained = set(budgets.filter(pl.col("checkpoint_fraction") == 0)["label"].to_list())
     pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
     baselines = scores.filter(pl.col("objective") == BASELINE_OBJECTIVE)
     baseline = baselines.row(0, named=True) if baselines.height == 1 else None
@@ -151,7 +153,7 @@ def final_section(
         if label not in objective_of:
             continue
         objective = objective_of[label]
-        is_baseline = objective == BASELINE_OBJECTIVE
+        is_baseline = label in unpretrained  # no pre-training, or a reference scorer
         at = 0.0 if is_baseline else final
         placed = lookup(ranked, label=label)
         paper_row = lookup(paper_scores, label=label, checkpoint_fraction=at)

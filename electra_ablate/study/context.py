@@ -20,7 +20,12 @@ from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.plan import plan_run
 from electra_ablate.errors import InputError
-from electra_ablate.evaluation.run import EvaluationJob, plan_job
+from electra_ablate.evaluation.run import (
+    EvaluationJob,
+    plan_job,
+    plan_reference_job,
+    reference_run_id,
+)
 from electra_ablate.evaluation.task import Task, TaskSettings, family_of, get_task
 from electra_ablate.flops import training_flops
 from electra_ablate.layout import StudyLayout
@@ -30,6 +35,7 @@ from electra_ablate.study.units import (
     BASELINE_LABEL,
     IDENTITY_EXCLUDED,
     BaselineUnit,
+    ReferenceUnit,
     RunUnit,
     Unit,
     config_hash,
@@ -84,20 +90,27 @@ class Study:
     # ------------------------------------------------------------------- planning
     def prepare(self, progress: bool = False) -> list[Unit]:
         """Every unit of the study, in spec order: per variant, each objective at each seed,
-        then its no-pre-training baseline. Missing task data fails here, before any compute."""
+        then its no-pre-training baseline, then the reference scorers its tasks declare.
+        Missing task data fails here, before any compute."""
         units: list[Unit] = []
         for variant, spec in self.spec.variant_specs():
             data = self.data(spec, progress)
+            references: list[str] = []
             for block in spec.evaluation_blocks():
                 for name in block.tasks:
                     task = get_task(name)
                     family_of(task).check(task, task_settings(spec, block, name))
+                    references += [r for r in task.references if r not in references]
             budget = self.budget_flops(spec)
             for entry in spec.objectives:
                 for seed in spec.pretrain.seeds:
                     units.append(self.run_unit(variant, spec, entry, seed, budget))
             if any(block.baseline for block in spec.evaluation_blocks()):
                 units.append(self.baseline_unit(variant, spec, data))
+            for reference in references:
+                reference_id = reference_run_id(reference, data.fingerprint)
+                layout = self.layout.reference(variant_label(reference, variant), reference_id)
+                units.append(ReferenceUnit(variant, spec, reference, reference_id, layout))
         return units
 
     def run_unit(
@@ -161,6 +174,8 @@ class Study:
         """The unit's evaluations: per evaluation block, checkpoint, task and seed (a task with
         no seed once); ``ready_only`` leaves out checkpoints that do not exist (a run that failed
         before reaching them)."""
+        if isinstance(unit, ReferenceUnit):
+            return self.reference_jobs(unit)
         jobs = []
         for block in unit.spec.evaluation_blocks():
             for fraction in unit.fractions(block):
@@ -176,6 +191,30 @@ class Study:
                             unit.run_id, fraction, kept_dir, task, seed, settings, fingerprint
                         )
                         jobs.append(job)
+        return jobs
+
+    def reference_jobs(self, unit: ReferenceUnit) -> list[EvaluationJob]:
+        """The reference scored on every task that declares it, with that task's seeds."""
+        data = self.data(unit.spec)
+        jobs = []
+        for block in unit.spec.evaluation_blocks():
+            for name in block.tasks:
+                task = get_task(name)
+                if unit.reference not in task.references:
+                    continue
+                settings = task_settings(unit.spec, block, name)
+                fingerprint = self.task_fingerprint(unit.spec, task, settings)
+                for seed in block.seeds if task.seeded else block.seeds[:1]:
+                    job = plan_reference_job(
+                        unit.reference,
+                        data.fingerprint,
+                        task,
+                        seed,
+                        settings,
+                        fingerprint,
+                        data.data.tokenizer_dir,
+                    )
+                    jobs.append(job)
         return jobs
 
     # ------------------------------------------------------------------- building

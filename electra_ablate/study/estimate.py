@@ -121,11 +121,17 @@ def time_steps(study: Study, unit: RunUnit) -> float:
 
 def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
     """Seconds one evaluation of ``job``'s task takes: the task's own estimate, on a freshly
-    initialised encoder of the unit's backbone (what the weights are does not change the cost)."""
+    initialised encoder of the unit's backbone (what the weights are does not change the cost);
+    a reference scorer, timed once."""
+    task = get_task(job.task)
+    if job.reference is not None:
+        start = time.perf_counter()
+        task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
+        return time.perf_counter() - start
     kept = LoadedKept(
         fresh_kept(study.backbone(unit.spec)), {}, study.data(unit.spec).data.tokenizer_dir
     )
-    return get_task(job.task).estimate_seconds(kept, job.settings, study.device)
+    return task.estimate_seconds(kept, job.settings, study.device)
 
 
 def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:

@@ -23,7 +23,13 @@ from electra_ablate.kept import save_kept
 from electra_ablate.layout import RunLayout
 from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
-from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, RunUnit, Unit
+from electra_ablate.study.units import (
+    BASELINE_FRACTION,
+    BaselineUnit,
+    ReferenceUnit,
+    RunUnit,
+    Unit,
+)
 
 Log = Callable[[str], None]
 
@@ -102,6 +108,8 @@ def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **k
         reuse_identical(study, unit)
     if isinstance(unit, BaselineUnit):
         return make_baseline(study, unit)
+    if isinstance(unit, ReferenceUnit):  # a scorer with no encoder: nothing to train
+        return {"status": "done", "message": "", "steps": 0}
     return pretrain(study, unit, progress, **kw)
 
 

@@ -14,7 +14,7 @@ from electra_ablate.evaluation.task import RECORD_FIELDS, family_of, get_task
 from electra_ablate.results import RUNS_SCHEMA, write_table
 from electra_ablate.storage import atomic_file
 from electra_ablate.study.context import Study
-from electra_ablate.study.units import RunUnit, Unit
+from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit
 
 
 def write_tables(
@@ -22,7 +22,8 @@ def write_tables(
 ) -> None:
     layout = study.layout
     write_table(layout.results, [row for unit, r in records for row in result_rows(study, unit, r)])
-    runs = pl.DataFrame([run_row(unit, s) for unit, s in summaries], schema=RUNS_SCHEMA)
+    trained = [(unit, s) for unit, s in summaries if not isinstance(unit, ReferenceUnit)]
+    runs = pl.DataFrame([run_row(unit, s) for unit, s in trained], schema=RUNS_SCHEMA)
     write_parquet(layout.runs, runs)
     frames = [  # a pending run's partial curve would read as a finished one
         metrics_frame(unit)

@@ -2,7 +2,9 @@
 
 A ``RunUnit`` is one pre-training run (an objective entry, under one variant, at one seed); a
 ``BaselineUnit`` is the no-pre-training row (a freshly initialised encoder of the same
-backbone). Their evaluations are ``evaluation.run.EvaluationJob``s (checkpoint, task, seed).
+backbone); a ``ReferenceUnit`` is a task's reference scorer, which needs no encoder (a
+count-based detector scored on the same data). Their evaluations are
+``evaluation.run.EvaluationJob``s (checkpoint, task, seed).
 Each is named by a hash of exactly what changes its result, so re-running a study skips
 finished work, resumes unfinished work, and an edit re-runs only what it changes. How often a
 run logs, evaluates or saves state, and how many threads it uses, are not part of that
@@ -100,4 +102,29 @@ class BaselineUnit:
         return [BASELINE_FRACTION] if block.baseline else []
 
 
-Unit = RunUnit | BaselineUnit
+@dataclass(frozen=True)
+class ReferenceUnit:
+    """A reference scorer that tasks of the study declare (``Task.references``), on one data
+    setting: its rows carry the reference's name as objective and label, at budget 0."""
+
+    variant: str | None
+    spec: StudySpec
+    reference: str
+    run_id: str
+    layout: RunLayout
+    seed: int = 0
+    done: bool = True  # nothing to train
+
+    @property
+    def objective(self) -> str:
+        return self.reference
+
+    @property
+    def label(self) -> str:
+        return variant_label(self.reference, self.variant)
+
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        return [BASELINE_FRACTION]
+
+
+Unit = RunUnit | BaselineUnit | ReferenceUnit
