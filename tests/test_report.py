@@ -507,3 +507,18 @@ def test_notes_go_in_as_a_discussion_after_the_final_tables(study_dir, tmp_path)
     )
     assert isinstance(result.exception, AblateError)
     assert str(result.exception).startswith("cannot read notes missing.md")
+
+
+def test_an_objectives_params_away_from_the_paper_are_deviations_declared_by_the_objective():
+    """The header names no objective: a param that declares the paper's value (two-stage's
+    ``split_by``) and is set to another is listed, under the entry's label."""
+    from electra_ablate.report.header import deviations
+
+    spec = {
+        "objectives": [
+            {"name": "two_stage", "label": "2stage", "params": {"split_by": "flops"}},
+            {"name": "two_stage", "label": "paper", "params": {"split_by": "steps"}},
+            {"name": "not_installed_here", "params": {"split_by": "flops"}},
+        ]
+    }
+    assert deviations(spec) == ["`2stage`: split_by flops (the paper: steps)"]

@@ -172,7 +172,7 @@ def header(
             )
     if results is not None:
         blocks = evaluation_blocks(study)
-        pretrained = results.filter(pl.col("objective") != "none")
+        pretrained = results.filter(pl.col("checkpoint_fraction") > 0)  # not baseline, references
         fractions = sorted(set(pretrained["checkpoint_fraction"].to_list()))
         rows += [
             (

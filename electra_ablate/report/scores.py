@@ -265,7 +265,7 @@ def checkpoint_section(
 ) -> str:
     if family.aggregate is None:
         return ""
-    pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    pretrained = scores.filter(pl.col("checkpoint_fraction") > 0)  # baseline, references: at 0
     fractions = sorted(set(pretrained["checkpoint_fraction"].to_list()))
     present = [label for label in labels if label in set(pretrained["label"].to_list())]
     rows = []
@@ -287,7 +287,7 @@ def checkpoint_section(
         figure("Per-task headline metric vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
     ]
     names = task_columns(tasks)
-    headline = tasks.filter(pl.col("headline") & (pl.col("objective") != BASELINE_OBJECTIVE))
+    headline = tasks.filter(pl.col("headline") & (pl.col("checkpoint_fraction") > 0))
     for f in fractions[:-1]:
         at = headline.filter(pl.col("checkpoint_fraction") == f)
         parts += [
