@@ -1005,10 +1005,15 @@ def run_task_contract(
 ) -> list[RuleOutcome]:
     """Every rule in ``TASK_RULES`` order on a task (a registered name, or a ``Task``); the
     caller's RNG state and thread count are left as they were."""
-    from electra_ablate.evaluation.task import get_task
+    from electra_ablate.errors import InputError
+    from electra_ablate.evaluation.task import family_of, get_task
 
     task = get_task(name_or_task) if isinstance(name_or_task, str) else name_or_task
     settings = settings if settings is not None else contract_settings(task)
+    try:  # missing data is the user's to fix (exit 2), not a broken rule
+        family_of(task).check(task, settings)
+    except InputError as exc:
+        raise InputError(f"{exc} (the check reads GLUE from $ABLATE_DATA_DIR/glue)") from None
     outcomes: list[RuleOutcome] = []
 
     def record(rule: str, skipped: str | None = None) -> None:
