@@ -257,3 +257,22 @@ def test_a_task_that_reports_an_undeclared_metric_breaks_the_contract(probes):
     leaky = type("Leaky", (type(task),), {"metrics": ("norm", "size")})()
     with pytest.raises(ContractError, match="task-evaluate: evaluate lacks the declared metric"):
         check_task(leaky)
+
+
+def test_installed_ablate_lists_tasks_and_rejects_an_unknown_one_in_one_line():
+    import shutil
+    import subprocess
+
+    ablate = shutil.which("ablate")
+    if ablate is None:
+        pytest.skip("the ablate script is not installed")
+    listed = subprocess.run([ablate, "tasks", "--json"], capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    tasks = {t["name"]: t for t in json.loads(listed.stdout)}
+    assert tasks["rte"]["family"] == "glue" and tasks["rte"]["aggregate"] == "GLUE score"
+    assert tasks["wnli"]["aggregate"] is None and tasks["cola"]["headline"] == "matthews"
+    unknown = subprocess.run([ablate, "check", "--task", "rtee"], capture_output=True, text=True)
+    assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
+    assert unknown.stderr.strip().splitlines() == [
+        "error: unknown task 'rtee' (did you mean 'rte'?); registered: " + ", ".join(tasks)
+    ]
