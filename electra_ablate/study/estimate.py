@@ -45,7 +45,7 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
     with torch_threads(threads):
         step_s: dict[str, float] = {}
-        job_s: dict[tuple[str, str], float] = {}
+        job_s: dict[tuple[str, str, str | None], float] = {}
         rows, pretrain_costs, finetune_costs = [], [], []
         for unit in units:
             pretrain_s = 0.0
@@ -57,7 +57,7 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
             for job in study.jobs(unit, ready_only=False):
                 if study.layout.finetune_record(job.job_id).exists():
                     continue
-                task_key = (str(unit.variant), job.task)
+                task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
                     job_s[task_key] = time_job(study, unit, job)
                 finetune_s += job_s[task_key]
