@@ -23,7 +23,7 @@ from rich.table import Table
 from electra_ablate.config import preset
 from electra_ablate.data.glue import GLUE_TASKS, encode_glue, load_glue_task
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.finetune import FinetuneRecipe, finetune_task
+from electra_ablate.finetune import FinetuneRecipe, as_examples, finetune_task
 from electra_ablate.kept import LoadedKept
 from electra_ablate.model import Encoder, TokenBinaryHead
 from electra_ablate.objective import KeptModel
@@ -57,7 +57,7 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
         kept_model = KeptModel(Encoder(cfg), "discriminator", TokenBinaryHead(cfg))
         kept = LoadedKept(kept_model, {}, Path(tokenizer_dir))
         encoded = {
-            name: encode_glue(name, splits[name], Path(tokenizer_dir), cfg.max_seq_len, cap)
+            name: encode_glue(name, splits[name], Path(tokenizer_dir), cfg.max_seq_len)
             for name in tasks
         }
 
@@ -68,13 +68,11 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
     per_task = {}
     for name, data in encoded.items():
         dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
-        row = {
-            "examples": len(data.train["label"]),
-            "mean_length": float(data.train["length"].mean()),
-        }
+        train = as_examples(data.train).capped(cap)
+        row = {"examples": len(train), "mean_length": float(train.lengths.mean())}
         for padding in PADDINGS:
             recipe = FinetuneRecipe(epochs=1, task_epochs={}, padding=padding)
-            result = finetune_task(kept, data.task, data.train, dev, recipe, seed=0)
+            result = finetune_task(kept, data.task, train, dev, recipe, seed=0)
             row[f"{padding}_seconds"] = result["train_seconds"]
             row[f"{padding}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
         per_task[name] = row

@@ -62,7 +62,10 @@ TRAIN_MULTIPLIER: dict[Convention, int] = {"paper": 2, "standard": 3}
 def pass_flops(p: ModelPass, seq_len: int, convention: Convention) -> float:
     """FLOPs one sequence costs in this pass: forward, plus backward when the pass is trained."""
     forward = encoder_forward_flops(p.config, seq_len, convention)
-    forward += p.predicted * _head_flops(p.config, p.head, convention == "paper")
+    paper = convention == "paper"
+    per_position = _head_flops(p.config, p.head, paper)
+    per_position += sum(_dense(n_in, n_out, paper) for n_in, n_out in p.extra_linears)
+    forward += p.predicted * per_position
     return float(forward * (TRAIN_MULTIPLIER[convention] if p.trained else 1))
 
 
@@ -163,7 +166,6 @@ def _head_flops(config: BackboneConfig, head: str, paper: bool) -> float:
         mlm += (GELU + LAYER_NORM) * e + (SOFTMAX + TARGET_PICK) * v
     heads = {
         "mlm": mlm,
-        "copy_mlm": mlm + _dense(h, 1, paper),
         "binary": _dense(h, h, paper) + _dense(h, 1, paper) + (GELU * h if paper else 0),
         "none": 0.0,
     }

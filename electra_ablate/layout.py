@@ -14,6 +14,8 @@
     rebuild/                        scratch re-training of a damaged kept encoder or curve
   baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
                                     baseline (fine-tuned like any checkpoint)
+  reference/<name>-<id>/            a task's reference scorer (no encoder); only its
+                                    tensorboard/ when asked for
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
 """
 
@@ -125,6 +127,9 @@ class StudyLayout:
 
     def baseline(self, label: str, baseline_id: str) -> RunLayout:
         return RunLayout(self.root / "baseline" / f"{safe_name(label)}-{baseline_id}")
+
+    def reference(self, label: str, reference_id: str) -> RunLayout:
+        return RunLayout(self.root / "reference" / f"{safe_name(label)}-{reference_id}")
 
     def finetune_record(self, job_id: str) -> Path:
         return self.finetune_dir / f"{job_id}.json"

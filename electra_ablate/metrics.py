@@ -1,44 +1,39 @@
-"""GLUE metrics as the ELECTRA paper reports them, and the spread over fine-tuning seeds.
+"""Metric functions, and the spread over fine-tuning seeds.
 
 Every value is on the 0-100 scale GLUE papers print (CoLA 56.8, not 0.568), so a report can put
-measured numbers beside the paper's without conversion. Headline metrics follow the paper's dev
-tables: Matthews correlation for CoLA, Spearman for STS-B, accuracy everywhere else (MRPC and
-QQP also get F1, MNLI is scored on its matched dev set). Metric names match the ``metric`` field
-of the GLUE task table in ``electra_ablate.data.glue``.
+measured numbers beside the paper's without conversion. Which task reports which metric, and
+which one is its headline, is the task's own declaration (``electra_ablate.evaluation``); these
+are the functions tasks score with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-_HEADLINE = {"cola": "matthews", "stsb": "spearman"}
-_WITH_F1 = {"mrpc", "qqp"}
-_EXCLUDED_FROM_SCORE = {"wnli"}
+
+def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
+    return 100.0 * float(accuracy_score(labels, predictions))
 
 
-def headline_metric(task: str) -> str:
-    """The one number per task that enters the GLUE score."""
-    return _HEADLINE.get(task, "accuracy")
+def matthews(predictions: np.ndarray, labels: np.ndarray) -> float:
+    return 100.0 * float(matthews_corrcoef(labels, predictions))
 
 
-def task_metrics(task: str, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
-    """All metrics of one task: ``predictions`` are class ids, or scores for STS-B."""
-    predictions, labels = np.asarray(predictions), np.asarray(labels)
-    if task == "stsb":
-        return {
-            "spearman": _correlation(spearmanr, predictions, labels),
-            "pearson": _correlation(pearsonr, predictions, labels),
-        }
-    metrics = {"accuracy": 100.0 * accuracy_score(labels, predictions)}
-    if task == "cola":
-        metrics["matthews"] = 100.0 * matthews_corrcoef(labels, predictions)
-    if task in _WITH_F1:
-        metrics["f1"] = 100.0 * f1_score(labels, predictions, zero_division=0.0)
-    return metrics
+def f1(predictions: np.ndarray, labels: np.ndarray) -> float:
+    """F1 of the positive class (1), 0 when nothing is predicted positive."""
+    return 100.0 * float(f1_score(labels, predictions, zero_division=0.0))
+
+
+def spearman(predictions: np.ndarray, labels: np.ndarray) -> float:
+    return _correlation(spearmanr, predictions, labels)
+
+
+def pearson(predictions: np.ndarray, labels: np.ndarray) -> float:
+    return _correlation(pearsonr, predictions, labels)
 
 
 def _correlation(statistic, predictions: np.ndarray, labels: np.ndarray) -> float:
@@ -46,22 +41,10 @@ def _correlation(statistic, predictions: np.ndarray, labels: np.ndarray) -> floa
 
     A collapsed model that predicts one score must not turn a whole study's GLUE score into NaN.
     """
+    predictions, labels = np.asarray(predictions), np.asarray(labels)
     if np.ptp(predictions) == 0 or np.ptp(labels) == 0:
         return 0.0
     return 100.0 * float(statistic(predictions, labels)[0])
-
-
-def glue_score(per_task_headline: Mapping[str, float], include_wnli: bool = False) -> float:
-    """Mean of the headline metrics; WNLI is left out by default, as the ELECTRA paper does
-    (its dev set is adversarial to every model and only adds noise to the average)."""
-    scored = [
-        value
-        for task, value in per_task_headline.items()
-        if include_wnli or task not in _EXCLUDED_FROM_SCORE
-    ]
-    if not scored:
-        raise ValueError("glue_score needs at least one task besides WNLI")
-    return float(np.mean(scored))
 
 
 def summarise_seeds(values: Sequence[float]) -> dict[str, float]:

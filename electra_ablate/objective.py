@@ -10,11 +10,15 @@ The contract, in full:
 
 - ``name``, ``description`` and ``Params`` (a pydantic model: the objective's typed knobs).
 - ``__init__(backbone, params, vocab)``: build every module; no data is seen yet.
-- ``forward(batch) -> StepOutput``: a finite scalar loss and detached scalar metrics.
+- ``forward(batch) -> StepOutput``: a finite scalar loss and detached scalar metrics, each
+  named by the metric-naming convention (``metric_kind``: ``*_loss``, ``*_nats_learnt``,
+  ``*_auc``, ``*_acc``, ``*_entropy``, ``*_kl_<reference>``, ``*_frac``, ...), or declared in
+  ``metric_kinds``, so that reports draw each metric in its kind's panels and columns.
 - ``kept_model() -> KeptModel``: the encoder (and pre-training head) that fine-tuning and
   export take, with its role, one of ``KEPT_ROLES``.
 - ``flops_plan(seq_len) -> list[ModelPass]``: the encoder passes one sequence costs in a
-  training step of the current stage; each pass's head is one of ``HEAD_KINDS``.
+  training step of the current stage; each pass's head is one of ``HEAD_KINDS``, and whatever
+  else the objective runs per position (a copy gate) it declares as ``ModelPass.extra_linears``.
 - Optional: ``stages()`` and ``enter_stage(i)`` for staged training (the budget is split between
   stages by FLOPs or by steps, ``stage_split()``); ``output_priors()`` for the opt-in
   initialisation of output biases at the data's priors.
@@ -24,7 +28,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Collection, Iterator
+import re
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal, get_args
@@ -43,10 +48,10 @@ ENTRY_POINT_GROUP = "electra_ablate.objectives"
 Batch = dict[str, torch.Tensor]
 """``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch."""
 
-HeadKind = Literal["mlm", "binary", "copy_mlm", "none"]
+HeadKind = Literal["mlm", "binary", "none"]
 """Heads the FLOPs model prices: ``mlm`` a vocabulary softmax at the predicted positions only,
-``binary`` the discriminator's per-token logit, ``copy_mlm`` the All-Tokens MLM head
-(vocabulary softmax plus a copy gate), ``none`` no head."""
+``binary`` the discriminator's per-token logit, ``none`` no head. An objective's own extra layers
+are not kinds here: it declares their cost itself (``ModelPass.extra_linears``)."""
 HEAD_KINDS: tuple[str, ...] = get_args(HeadKind)
 
 KeptRole = Literal["discriminator", "mlm"]
@@ -60,6 +65,94 @@ MLM heads, a generator's MLM head, and binary heads (replaced-token detection, c
 PRIOR_KINDS: tuple[str, ...] = get_args(PriorKind)
 
 StageSplit = Literal["flops", "steps"]
+
+MetricKind = Literal[
+    "loss",
+    "nats_learnt",
+    "auc",
+    "accuracy",
+    "precision",
+    "recall",
+    "entropy",
+    "divergence",
+    "rate",
+    "reward",
+]
+"""What a logged metric measures; reports choose panels, columns and reference lines by kind."""
+
+METRIC_NAMING: tuple[tuple[str, MetricKind], ...] = (
+    (r"nats_learnt$", "nats_learnt"),  # the prior's loss minus the model's: 0 at the prior
+    (r"(^|_)loss$", "loss"),
+    (r"(^|_)auc$", "auc"),  # ROC-AUC, 0.5 at chance
+    (r"(^|_)acc$", "accuracy"),
+    (r"(^|_)precision$", "precision"),
+    (r"(^|_)recall$", "recall"),
+    (r"(^|_)entropy$", "entropy"),  # nats
+    (r"(^|_)kl(_[a-z0-9]+)?$", "divergence"),  # KL from a reference, nats: gen_kl_unigram
+    (r"(^|_)(frac|rate|prob)$", "rate"),  # a share in [0, 1]
+    (r"(^|_)reward$", "reward"),
+)
+"""The metric-naming convention: ``<model>_<quantity>``, the quantity's suffix giving the kind
+(``disc_auc``, ``gen_mlm_nats_learnt``, ``replaced_frac``). The first pattern that matches wins."""
+
+METRIC_QUALIFIER = "_incl_special"
+"""A suffix after the kind: the same quantity scored over every position, ``[CLS]``/``[SEP]``
+included (detection metrics are otherwise scored over ordinary tokens only)."""
+
+KIND_PRIOR: dict[str, float] = {"nats_learnt": 0.0, "auc": 0.5}
+"""What a model that has learnt nothing scores, for the kinds where that is a constant."""
+
+
+def split_metric_name(name: str) -> tuple[str, bool]:
+    """``disc_auc_incl_special`` -> (``disc_auc``, True)."""
+    if name.endswith(METRIC_QUALIFIER):
+        return name[: -len(METRIC_QUALIFIER)], True
+    return name, False
+
+
+def metric_kind(name: str, declared: Mapping[str, str] | None = None) -> MetricKind | None:
+    """The kind of a logged metric: as an objective declares it (``Objective.metric_kinds``),
+    else by the naming convention; None for a name the convention does not cover (the engine's
+    ``grad_norm``, ``lr``, ``tokens_per_s``)."""
+    if declared and name in declared:
+        return declared[name]  # type: ignore[return-value]
+    base, _ = split_metric_name(name)
+    for pattern, kind in METRIC_NAMING:
+        if re.search(pattern, base):
+            return kind
+    return None
+
+
+def declared_metric_kinds(objectives: Iterable[str]) -> dict[str, str]:
+    """The ``metric_kinds`` that the named objectives declare, where they are installed."""
+    try:
+        registered = available_objectives()
+    except AblateError:
+        return {}
+    declared: dict[str, str] = {}
+    for name in objectives:
+        if name in registered:
+            declared |= dict(registered[name].metric_kinds)
+    return declared
+
+
+def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
+    """``field value (the paper: x)`` for every param of objective ``name`` that declares the
+    paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another; empty
+    when the objective is not installed here."""
+    try:
+        params_model = available_objectives()[name].Params
+    except (AblateError, KeyError):
+        return []
+    out = []
+    for field_name, info in params_model.model_fields.items():
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        if "paper" not in extra:
+            continue
+        value = params.get(field_name, info.get_default(call_default_factory=True))
+        if value != extra["paper"]:
+            out.append(f"{field_name} {value} (the paper: {extra['paper']})")
+    return out
 
 
 class ObjectiveParams(BaseModel):
@@ -99,10 +192,17 @@ class ModelPass:
     head: HeadKind
     predicted: int
     trained: bool = True
+    extra_linears: tuple[tuple[int, int], ...] = ()
+    """Linear layers ``(inputs, outputs)`` the objective runs beside its head at the same
+    ``predicted`` positions, priced like every dense layer: All-Tokens MLM's copy gate is
+    ``((hidden_size, 1),)``. How an objective declares its own head's cost."""
 
     def __post_init__(self) -> None:
         if self.head not in HEAD_KINDS:
             raise ValueError(f"ModelPass head {self.head!r} is not one of {HEAD_KINDS}")
+        for layer in self.extra_linears:
+            if len(layer) != 2 or any(not isinstance(n, int) or n < 1 for n in layer):
+                raise ValueError(f"ModelPass extra_linears {layer!r} is not (inputs, outputs)")
 
 
 @dataclass
@@ -138,6 +238,8 @@ class Objective(nn.Module):
     name: ClassVar[str]
     description: ClassVar[str]
     Params: ClassVar[type[ObjectiveParams]] = ObjectiveParams
+    metric_kinds: ClassVar[Mapping[str, MetricKind]] = {}
+    """Kinds of logged metrics whose names the naming convention does not cover."""
 
     def __init__(self, backbone: BackboneConfig, params: ObjectiveParams, vocab: Vocab):
         super().__init__()

@@ -3,6 +3,11 @@
 One row per (run × checkpoint × task × fine-tune seed × metric), values on the ×100 scale of
 GLUE papers. Keeping every fine-tuning seed (instead of a pre-computed median) lets a report show
 the spread, and lets a re-run add seeds without recomputing anything.
+
+Each row names its task's ``family`` and says whether it enters that family's aggregate
+(``in_aggregate``: the headline metric of a task the family averages), so a family's score is
+computed from its own rows only and nothing here knows which families there are. Tables written
+before families existed hold GLUE rows only, and are read that way.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.errors import InputError
+from electra_ablate.errors import AblateError, InputError
+from electra_ablate.evaluation import glue
 from electra_ablate.storage import atomic_file
 
 RESULTS_FILE = "results.parquet"
@@ -30,17 +36,23 @@ RESULTS_SCHEMA = pl.Schema(
         "pretrain_step": pl.Int64,
         "flops_paper": pl.Float64,
         "flops_standard": pl.Float64,
+        "family": pl.String,
         "task": pl.String,
         "finetune_seed": pl.Int64,
         "metric": pl.String,
         "headline": pl.Boolean,
+        "in_aggregate": pl.Boolean,
         "value": pl.Float64,
         "train_examples": pl.Int64,
         "wall_s": pl.Float64,
     }
 )
 
-OPTIONAL_COLUMNS = ("variant",)  # null unless the study has variants
+OPTIONAL_COLUMNS = ("variant", "family", "in_aggregate")  # filled in for older tables
+
+LEGACY_FAMILY = glue.FAMILY
+"""The family of every row of a table written before families existed (GLUE was the only one),
+and the one whose columns a study with no evaluations writes into ``summary.csv``."""
 
 RUNS_SCHEMA = pl.Schema(
     {
@@ -75,12 +87,7 @@ def complete_runs(runs: pl.DataFrame) -> pl.DataFrame:
 # A re-run that produces a row with the same key replaces the old row instead of duplicating it.
 KEY_COLUMNS = ("study", "run_id", "checkpoint_fraction", "task", "finetune_seed", "metric")
 
-# The paper's GLUE score leaves WNLI out (its dev set is adversarial to every model).
-EXCLUDED_FROM_GLUE = frozenset({"wnli"})
-
-GLUE_TASK_ORDER = ("cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli")
-
-# One point on a GLUE-vs-FLOPs curve: an objective entry of the spec at one checkpoint.
+# One point on a score-vs-FLOPs curve: an objective entry of the spec at one checkpoint.
 CHECKPOINT_KEYS = ("label", "objective", "checkpoint_fraction")
 
 
@@ -88,9 +95,13 @@ def _as_frame(rows: pl.DataFrame | Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(list(rows))
     if frame.width == 0:
         return pl.DataFrame(schema=RESULTS_SCHEMA)
-    for name in OPTIONAL_COLUMNS:  # tables written before the column existed
-        if name not in frame.columns:
-            frame = frame.with_columns(pl.lit(None, dtype=RESULTS_SCHEMA[name]).alias(name))
+    if "variant" not in frame.columns:  # null unless the study has variants
+        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("variant"))
+    if "family" not in frame.columns:  # a table written before families: GLUE's rows only
+        aggregated = pl.col("headline") & ~pl.col("task").is_in(glue.EXCLUDED_FROM_SCORE)
+        frame = frame.with_columns(
+            pl.lit(LEGACY_FAMILY).alias("family"), aggregated.alias("in_aggregate")
+        )
     missing = [name for name in RESULTS_SCHEMA if name not in frame.columns]
     if missing:
         raise ValueError(f"results rows lack columns {missing}")
@@ -135,13 +146,28 @@ def read_results(directory: Path) -> pl.DataFrame:
 
 
 def task_order_key(task: str) -> tuple[int, str]:
-    """Sort key putting tasks in the order GLUE papers print them; unknown ones after, by name."""
-    order = GLUE_TASK_ORDER.index(task) if task in GLUE_TASK_ORDER else len(GLUE_TASK_ORDER)
-    return order, task
+    """Sort key putting tasks in the order their families list them (GLUE's as papers print
+    them), family by family; tasks no installed family registers after, by name."""
+    order = _registered_order()
+    return order.get(task, len(order)), task
+
+
+def _registered_order() -> dict[str, int]:
+    from electra_ablate.evaluation.task import available_tasks
+
+    try:
+        return {name: i for i, name in enumerate(available_tasks())}
+    except AblateError:  # a broken plugin must not stop a report from being read
+        return {name: i for i, name in enumerate(glue.GLUE_TASKS)}
 
 
 def ordered_tasks(tasks: Iterable[str]) -> list[str]:
     return sorted(set(tasks), key=task_order_key)
+
+
+def families_in_order(results: pl.DataFrame) -> list[str]:
+    """The families of a results table in the order the study evaluated them."""
+    return results["family"].unique(maintain_order=True).to_list()
 
 
 def _spread(column: str) -> list[pl.Expr]:
@@ -160,69 +186,106 @@ def _checkpoint_flops() -> list[pl.Expr]:
     return [pl.col("flops_paper").mean(), pl.col("flops_standard").mean()]
 
 
-def seed_glue_scores(results: pl.DataFrame) -> pl.DataFrame:
-    """GLUE score of every fine-tuned model: the mean over tasks of the headline metric.
+def _aggregated(results: pl.DataFrame) -> pl.DataFrame:
+    """The rows that enter their family's aggregate, with how many tasks make it complete."""
+    rows = results.filter(pl.col("in_aggregate"))
+    return rows.with_columns(pl.col("task").n_unique().over("family").alias("_tasks"))
 
-    A (pre-training seed, fine-tuning seed) pair that lacks one of the study's GLUE tasks gets
-    no score, because a mean over fewer tasks is not comparable with the others.
+
+def model_scores(results: pl.DataFrame) -> pl.DataFrame:
+    """Each family's score of every evaluated model (``score``): the mean over the family's
+    aggregated tasks of their headline metric (GLUE: every task but WNLI).
+
+    A (pre-training seed, fine-tuning seed) pair that lacks one of the family's tasks in the
+    study gets no score, because a mean over fewer tasks is not comparable with the others.
     """
-    headline = results.filter(pl.col("headline") & ~pl.col("task").is_in(EXCLUDED_FROM_GLUE))
-    n_tasks = headline["task"].n_unique()
+    keys = ["family", *CHECKPOINT_KEYS, "pretrain_seed", "finetune_seed"]
     return (
-        headline.group_by([*CHECKPOINT_KEYS, "pretrain_seed", "finetune_seed"])
+        _aggregated(results)
+        .group_by(keys)
         .agg(
-            pl.col("value").mean().alias("glue"),
+            pl.col("value").mean().alias("score"),
             pl.col("task").n_unique().alias("n_tasks"),
+            pl.col("_tasks").first(),
             *_checkpoint_flops(),
         )
-        .filter(pl.col("n_tasks") == n_tasks)
-        .drop("n_tasks")
-        .sort([*CHECKPOINT_KEYS, "pretrain_seed", "finetune_seed"])
+        .filter(pl.col("n_tasks") == pl.col("_tasks"))
+        .drop("n_tasks", "_tasks")
+        .sort(keys)
     )
 
 
-def glue_scores(results: pl.DataFrame) -> pl.DataFrame:
-    """Median, min, max and quartiles of the GLUE score across all seeds, per checkpoint."""
+def family_scores(results: pl.DataFrame) -> pl.DataFrame:
+    """Per family and checkpoint: median, min, max and quartiles of ``model_scores``."""
+    keys = ["family", *CHECKPOINT_KEYS]
     return (
-        seed_glue_scores(results)
-        .group_by(list(CHECKPOINT_KEYS))
-        .agg(*_spread("glue"), *_checkpoint_flops())
-        .sort(list(CHECKPOINT_KEYS))
+        model_scores(results).group_by(keys).agg(*_spread("score"), *_checkpoint_flops()).sort(keys)
     )
 
 
-def paper_glue_scores(results: pl.DataFrame) -> pl.DataFrame:
-    """The paper's aggregation: each task's headline metric, median over the fine-tuning runs
-    (the paper's median of 10), then the mean over tasks; one number per checkpoint."""
-    headline = results.filter(pl.col("headline") & ~pl.col("task").is_in(EXCLUDED_FROM_GLUE))
-    n_tasks = headline["task"].n_unique()
+def paper_scores(results: pl.DataFrame) -> pl.DataFrame:
+    """The paper's aggregation, per family: each aggregated task's headline metric, median over
+    the fine-tuning runs (the paper's median of 10), then the mean over tasks (``score_paper``);
+    one number per checkpoint."""
+    keys = ["family", *CHECKPOINT_KEYS]
     return (
-        headline.group_by([*CHECKPOINT_KEYS, "task"])
-        .agg(pl.col("value").median().alias("task_median"), *_checkpoint_flops())
-        .group_by(list(CHECKPOINT_KEYS))
+        _aggregated(results)
+        .group_by([*keys, "task"])
         .agg(
-            pl.col("task_median").mean().alias("glue_paper"),
-            pl.col("task").n_unique().alias("n_tasks"),
+            pl.col("value").median().alias("task_median"),
+            pl.col("_tasks").first(),
             *_checkpoint_flops(),
         )
-        .filter(pl.col("n_tasks") == n_tasks)
-        .drop("n_tasks")
-        .sort(list(CHECKPOINT_KEYS))
+        .group_by(keys)
+        .agg(
+            pl.col("task_median").mean().alias("score_paper"),
+            pl.col("task").n_unique().alias("n_tasks"),
+            pl.col("_tasks").first(),
+            *_checkpoint_flops(),
+        )
+        .filter(pl.col("n_tasks") == pl.col("_tasks"))
+        .drop("n_tasks", "_tasks")
+        .sort(keys)
     )
 
 
-def summary_table(glue: pl.DataFrame) -> pl.DataFrame:
-    """``summary.csv``: per objective entry and checkpoint, the per-model GLUE score's median,
-    min, max and count (the no-pre-training baseline has objective ``none``, fraction 0)."""
-    return glue.select(
-        "objective",
-        "label",
-        pl.col("checkpoint_fraction").alias("budget_fraction"),
-        pl.col("median").alias("glue_median"),
-        pl.col("min").alias("glue_min"),
-        pl.col("max").alias("glue_max"),
-        "n",
-    ).sort("objective", "label", "budget_fraction")
+def of_family(frame: pl.DataFrame, family: str) -> pl.DataFrame:
+    return frame.filter(pl.col("family") == family)
+
+
+def summary_table(scores: pl.DataFrame, families: Sequence[str] | None = None) -> pl.DataFrame:
+    """``summary.csv``: per objective entry and checkpoint, each family's score per model:
+    ``<family>_median``, ``_min``, ``_max`` and the number of models (``n`` for the first
+    family, ``<family>_n`` for the others), so a GLUE study's summary reads ``glue_median,
+    glue_min, glue_max, n``. ``families`` gives their order (default: as in ``scores``). The
+    no-pre-training baseline has objective ``none``, fraction 0."""
+    keys = ["objective", "label", "checkpoint_fraction"]
+    table, columns = None, []
+    order = families if families is not None else families_in_order(scores)
+    present = set(scores["family"].to_list())
+    for i, family in enumerate(f for f in order if f in present):
+        names = [
+            f"{family}_median",
+            f"{family}_min",
+            f"{family}_max",
+            "n" if i == 0 else f"{family}_n",
+        ]
+        part = of_family(scores, family).select(
+            *keys,
+            *(
+                pl.col(c).alias(n)
+                for c, n in zip(("median", "min", "max", "n"), names, strict=True)
+            ),
+        )
+        table = part if table is None else table.join(part, on=keys, how="full", coalesce=True)
+        columns += names
+    if table is None:
+        return pl.DataFrame()
+    return (
+        table.select(*keys, *columns)
+        .rename({"checkpoint_fraction": "budget_fraction"})
+        .sort("objective", "label", "budget_fraction")
+    )
 
 
 def pretraining_only_summary(runs: pl.DataFrame, fractions: Sequence[float]) -> pl.DataFrame:
@@ -233,7 +296,10 @@ def pretraining_only_summary(runs: pl.DataFrame, fractions: Sequence[float]) -> 
     return (
         entries.join(checkpoints, how="cross")
         .with_columns(
-            *(pl.lit(None, pl.Float64).alias(c) for c in ("glue_median", "glue_min", "glue_max")),
+            *(
+                pl.lit(None, pl.Float64).alias(f"{LEGACY_FAMILY}_{c}")
+                for c in ("median", "min", "max")
+            ),
             pl.lit(0, pl.UInt32).alias("n"),
         )
         .sort("objective", "label", "budget_fraction")
@@ -242,7 +308,7 @@ def pretraining_only_summary(runs: pl.DataFrame, fractions: Sequence[float]) -> 
 
 def task_scores(results: pl.DataFrame) -> pl.DataFrame:
     """Median, min, max and quartiles of every task metric across all seeds, per checkpoint."""
-    keys = [*CHECKPOINT_KEYS, "task", "metric", "headline"]
+    keys = ["family", *CHECKPOINT_KEYS, "task", "metric", "headline", "in_aggregate"]
     return results.group_by(keys).agg(*_spread("value"), *_checkpoint_flops()).sort(keys)
 
 
@@ -251,15 +317,16 @@ def final_fraction(results: pl.DataFrame) -> float:
     return float(results["checkpoint_fraction"].max())
 
 
-def ranking(glue: pl.DataFrame, fraction: float) -> pl.DataFrame:
-    """Labels ranked by median GLUE score at ``fraction``, with each gap to the next one down.
+def ranking(scores: pl.DataFrame, fraction: float) -> pl.DataFrame:
+    """Labels ranked by one family's median score at ``fraction``, with each gap to the next one
+    down.
 
     ``spread`` is a label's min–max range over seeds; ``beyond_spread`` says whether the gap in
     medians exceeds the larger of the two ranges (``spread_with_next``): a reader's first
     question about a ranking is whether seeds alone could flip it.
     """
     at = (
-        glue.filter(pl.col("checkpoint_fraction") == fraction)
+        scores.filter(pl.col("checkpoint_fraction") == fraction)
         .sort(["median", "label"], descending=[True, False])
         .with_columns(
             (pl.col("max") - pl.col("min")).alias("spread"),
@@ -272,7 +339,8 @@ def ranking(glue: pl.DataFrame, fraction: float) -> pl.DataFrame:
     ).with_columns((pl.col("gap_to_next") > pl.col("spread_with_next")).alias("beyond_spread"))
 
 
-def labels_in_order(glue: pl.DataFrame, fraction: float) -> Sequence[str]:
-    """Every label, best first at ``fraction``; labels with no score there follow by name."""
-    ranked = ranking(glue, fraction)["label"].to_list()
-    return ranked + sorted(set(glue["label"].to_list()) - set(ranked))
+def labels_in_order(scores: pl.DataFrame, fraction: float) -> Sequence[str]:
+    """Every label, best first at ``fraction`` by one family's score; labels with no score
+    there follow by name."""
+    ranked = ranking(scores, fraction)["label"].to_list()
+    return ranked + sorted(set(scores["label"].to_list()) - set(ranked))

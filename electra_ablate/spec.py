@@ -33,7 +33,6 @@ from pydantic import (
 
 from electra_ablate.config import BackboneConfig, preset
 from electra_ablate.data.config import DataSpec
-from electra_ablate.data.tasks import GLUE_TASKS
 from electra_ablate.errors import AblateError, SpecError, did_you_mean
 from electra_ablate.finetune.recipe import FinetuneRecipe
 
@@ -162,7 +161,12 @@ class ObjectiveEntry(Strict):
 
 
 class FinetuneSpec(Strict):
-    tasks: list[str] = Field(min_length=1, description="GLUE tasks: cola, sst2, mrpc, stsb, ...")
+    """Fine-tuning: tasks that fine-tune the kept encoder with a fresh head (GLUE's), each at
+    every checkpoint with every seed. The shorthand for an ``evaluation`` of GLUE tasks."""
+
+    tasks: list[str] = Field(
+        min_length=1, description="fine-tuned tasks: GLUE's cola, sst2, mrpc, stsb, ..."
+    )
     seeds: list[int] = Field(
         default_factory=lambda: [0, 1, 2], min_length=1, description="fine-tuning seeds"
     )
@@ -186,7 +190,7 @@ class FinetuneSpec(Strict):
     @classmethod
     def _known_tasks(cls, tasks: list[str]) -> list[str]:
         for task in tasks:
-            check_task_name(task)
+            check_task_name(task, needs="finetuned_head")
         return tasks
 
     @field_validator("caps", "eval_caps")
@@ -201,12 +205,63 @@ class FinetuneSpec(Strict):
         caps = {**self.recipe.train_caps, **self.caps}
         return self.recipe.model_copy(update={"train_caps": caps})
 
+    def task_params(self, task: str) -> dict[str, Any]:
+        return {}
 
-def check_task_name(task: str) -> None:
-    if task not in GLUE_TASKS:
+
+class EvaluationSpec(FinetuneSpec):
+    """Tasks of any registered family (GLUE, probes, a plugin's), evaluated like ``finetune``'s:
+    at every checkpoint, with every seed (once, for a task with no seed); the fine-tuning keys
+    apply to the tasks that fine-tune."""
+
+    tasks: list[str] = Field(
+        min_length=1, description="registered tasks of any family (`ablate tasks`)"
+    )
+    params: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="each task's own params, by task name (`ablate tasks`)"
+    )
+
+    @field_validator("tasks")
+    @classmethod
+    def _known_tasks(cls, tasks: list[str]) -> list[str]:
+        for task in tasks:
+            check_task_name(task)
+        return tasks
+
+    @field_validator("params")
+    @classmethod
+    def _params_validate(cls, params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        from electra_ablate.evaluation.task import get_task
+
+        for name, values in params.items():
+            check_task_name(name)
+            model = get_task(name).Params
+            if model is None:
+                if values:
+                    raise ValueError(f"task {name!r} takes no params")
+                continue
+            try:
+                model.model_validate(values)
+            except ValidationError as exc:
+                raise ValueError(f"{name}: {format_validation_error(exc, root=model)}") from None
+        return params
+
+    def task_params(self, task: str) -> dict[str, Any]:
+        return dict(self.params.get(task, {}))
+
+
+def check_task_name(task: str, needs: str | None = None) -> None:
+    """A registered task (any family), and one that ``needs`` that, when given."""
+    from electra_ablate.evaluation.task import available_tasks
+
+    tasks = available_tasks()
+    if task not in tasks:
         raise ValueError(
-            f"unknown GLUE task {task!r}{did_you_mean(task, GLUE_TASKS)}; "
-            f"choose from {', '.join(GLUE_TASKS)}"
+            f"unknown task {task!r}{did_you_mean(task, tasks)}; choose from {', '.join(tasks)}"
+        )
+    if needs is not None and tasks[task].needs != needs:
+        raise ValueError(
+            f"task {task!r} needs {tasks[task].needs}, not {needs}: list it under evaluation.tasks"
         )
 
 
@@ -231,6 +286,9 @@ class StudySpec(Strict):
     finetune: FinetuneSpec | None = Field(
         None, description="GLUE fine-tuning; leave out for a pre-training-only study"
     )
+    evaluation: EvaluationSpec | None = Field(
+        None, description="tasks of any family, beside or instead of `finetune`'s"
+    )
     variants: list[VariantSpec] = Field(
         default_factory=list, description="named sets of changes; every objective runs under each"
     )
@@ -252,7 +310,16 @@ class StudySpec(Strict):
         labels = [o.display for o in self.objectives]
         if self.budget.steps_of is not None and self.budget.steps_of not in labels:
             raise ValueError(f"budget.steps_of {self.budget.steps_of!r} is not an objective label")
+        if self.finetune is not None and self.evaluation is not None:
+            both = sorted(set(self.finetune.tasks) & set(self.evaluation.tasks))
+            if both:
+                raise ValueError(f"tasks in both finetune and evaluation: {', '.join(both)}")
         return self
+
+    def evaluation_blocks(self) -> list[FinetuneSpec]:
+        """How the study evaluates its kept encoders: ``finetune`` and ``evaluation``, each
+        with its own tasks, seeds, checkpoints, caps and baseline."""
+        return [block for block in (self.finetune, self.evaluation) if block is not None]
 
     def backbone_config(self, vocab_size: int | None = None) -> BackboneConfig:
         overrides = dict(self.backbone.overrides)
@@ -500,10 +567,10 @@ def check_objectives(spec: StudySpec, source: str) -> None:
 
 def check_data_sources(spec: StudySpec, source: str) -> None:
     """What ``run`` would otherwise reject minutes later: unset ``${VAR}``s, corpus paths that
-    match nothing, a missing vocab file, GLUE tasks not found where the spec points."""
+    match nothing, a missing vocab file, task data not found where the spec points."""
     from electra_ablate.data.corpus import corpus_source
-    from electra_ablate.data.glue import check_glue_task
     from electra_ablate.data.paths import resolve_path
+    from electra_ablate.evaluation.task import family_of, get_task
 
     dumped = spec.model_dump(mode="json")
     for variable, where in unset_env(dumped):
@@ -514,11 +581,26 @@ def check_data_sources(spec: StudySpec, source: str) -> None:
         vocab_file = spec.data.tokenizer.vocab_file
         if vocab_file is not None and not resolve_path(vocab_file, spec.spec_dir).is_file():
             raise SpecError(f"data.tokenizer.vocab_file: {vocab_file} does not exist")
-        if spec.finetune is not None:
-            for task in spec.finetune.tasks:
-                check_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
+        for block in spec.evaluation_blocks():
+            for name in block.tasks:
+                task = get_task(name)
+                family_of(task).check(task, task_settings(spec, block, name))
     except AblateError as exc:
         raise SpecError(f"{source}: {exc}") from None
+
+
+def task_settings(spec: StudySpec, block: FinetuneSpec, task: str) -> Any:
+    """What ``task`` is told about the study besides the encoder and the seed
+    (``evaluation.task.TaskSettings``): where the data lives, the recipe, its caps, its params."""
+    from electra_ablate.evaluation.task import TaskSettings
+
+    return TaskSettings(
+        sources=spec.data.model_dump(mode="json"),
+        spec_dir=spec.spec_dir,
+        recipe=block.resolved_recipe(),
+        eval_cap=block.eval_caps.get(task),
+        params=block.task_params(task),
+    )
 
 
 def load_spec(

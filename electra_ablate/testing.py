@@ -54,6 +54,7 @@ from electra_ablate.objective import (
     ObjectiveParams,
     StepOutput,
     get_objective,
+    metric_kind,
 )
 from electra_ablate.threads import torch_threads
 from electra_ablate.tokens import SPECIAL_TOKENS, SpecialTokens, Vocab
@@ -292,11 +293,11 @@ def check_params_validate(
 @_enforces(STEP_OUTPUT)
 def check_step_output(case: ContractCase) -> None:
     """In every stage ``forward`` returns a ``StepOutput`` with a finite scalar loss that requires
-    grad, and scalar metrics that do not.
+    grad, and scalar metrics that do not, each of a kind (``objective.metric_kind``).
 
     The engine back-propagates the loss and calls ``.item()`` on every metric each step; a metric
     still attached to the graph keeps the step's activations alive and hints at a loss term that
-    was meant to be detached.
+    was meant to be detached. Reports draw a metric by its kind; a metric of none never appears.
     """
     objective = case.build()
     for index, stage in enumerate(objective.stages()):
@@ -322,6 +323,13 @@ def check_step_output(case: ContractCase) -> None:
             if value.requires_grad:
                 raise ContractError(
                     STEP_OUTPUT, f"metric {key!r} requires grad (detach it) {where}"
+                )
+            if metric_kind(key, case.objective_class.metric_kinds) is None:
+                raise ContractError(
+                    STEP_OUTPUT,
+                    f"metric {key!r} has no kind: name it by the convention (objective."
+                    f"METRIC_NAMING: *_loss, *_nats_learnt, *_auc, *_acc, ...) or declare it in "
+                    f"metric_kinds {where}",
                 )
 
 
@@ -551,6 +559,11 @@ class _ContractTask:
     name: str = "contract"
     num_labels: int = 2
     is_regression: bool = False
+
+    def score(self, predictions: Any, labels: Any) -> dict[str, float]:
+        from electra_ablate.metrics import accuracy
+
+        return {"accuracy": accuracy(predictions, labels)}
 
 
 @_enforces(FINETUNE)
@@ -784,3 +797,264 @@ def _classification_rows(case: ContractCase, count: int = 8) -> list[dict[str, A
         ids = [special.cls, *body.tolist(), special.sep]
         rows.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "label": i % 2})
     return rows
+
+
+# =========================================================================== the task contract
+TASK_DECLARES = "task-declares"
+TASK_FAMILY = "task-family"
+TASK_EVALUATE = "task-evaluate"
+TASK_DETERMINISTIC = "task-deterministic"
+TASK_SKIP = "task-skip"
+TASK_REFERENCES = "task-references"
+TASK_RULES: tuple[str, ...] = (
+    TASK_DECLARES,
+    TASK_FAMILY,
+    TASK_EVALUATE,
+    TASK_DETERMINISTIC,
+    TASK_SKIP,
+    TASK_REFERENCES,
+)
+"""Every rule of the evaluation contract (``electra_ablate.evaluation.task``), in the order
+``check_task`` runs them."""
+
+CHECK_EXAMPLES = 32
+"""Training and evaluation examples a fine-tuned task is capped at in the check."""
+
+
+def contract_settings(task: Any, sources: dict[str, Any] | None = None) -> Any:
+    """Settings for checking ``task`` in seconds: its data where ``sources`` (default:
+    ``$ABLATE_DATA_DIR``'s ``glue``) points, a short recipe (one epoch of ``CHECK_EXAMPLES``
+    examples) and its ``Params`` defaults."""
+    import os
+
+    from electra_ablate.evaluation.task import TaskSettings
+    from electra_ablate.finetune.recipe import FinetuneRecipe
+
+    if sources is None:
+        data_dir = os.environ.get("ABLATE_DATA_DIR")
+        sources = {"glue": str(Path(data_dir) / "glue")} if data_dir else {}
+    recipe = FinetuneRecipe(
+        epochs=1,
+        task_epochs={},
+        batch_size=8,
+        eval_batch_size=16,
+        max_len=CONTRACT_SEQ_LEN,
+        train_caps={task.name: CHECK_EXAMPLES},
+    )
+    return TaskSettings(sources=sources, recipe=recipe, eval_cap=CHECK_EXAMPLES)
+
+
+def _contract_kept(workdir: Path, role: str) -> Any:
+    """A fresh micro encoder with a kept head of ``role`` and a tokenizer, as ``load_kept`` reads
+    it back: what every task is evaluated on in the check."""
+    from electra_ablate.kept import load_kept, save_kept
+    from electra_ablate.model import MLMHead, TokenBinaryHead
+
+    backbone = contract_backbone()
+    torch.manual_seed(0)
+    encoder = Encoder(backbone)
+    head: nn.Module = (
+        TokenBinaryHead(backbone)
+        if role == "discriminator"
+        else MLMHead(backbone, backbone.embedding_size)
+    )
+    tokenizer_dir = write_contract_tokenizer(workdir / "tokenizer", backbone.vocab_size)
+    meta = {"objective": "contract", "run_id": "contract", "fraction": 1.0, "step": 0}
+    save_kept(workdir / role, KeptModel(encoder, role, head), tokenizer_dir, meta)
+    return load_kept(workdir / role)
+
+
+@_enforces(TASK_DECLARES)
+def check_task_declares(task: Any, settings: Any) -> None:
+    """``name``, ``family`` and ``needs`` are set, ``metrics`` names at least the headline,
+    ``Params`` (if any) validates with its defaults and ``identity`` is JSON.
+
+    A spec names the task; the results table keys its rows by task and metric; the headline is
+    what its family averages; the identity is hashed into every job id.
+    """
+    from pydantic import BaseModel
+
+    from electra_ablate.evaluation.task import NEEDS
+
+    for attribute in ("name", "family"):
+        value = getattr(task, attribute, None)
+        if not isinstance(value, str) or not value.strip():
+            raise ContractError(TASK_DECLARES, f"task {attribute} is not a non-empty string")
+    if task.needs not in NEEDS:
+        raise ContractError(TASK_DECLARES, f"needs {task.needs!r} is not one of {NEEDS}")
+    metrics = getattr(task, "metrics", None)
+    if (
+        not isinstance(metrics, tuple)
+        or not metrics
+        or not all(isinstance(m, str) for m in metrics)
+    ):
+        raise ContractError(TASK_DECLARES, "metrics is not a non-empty tuple of names")
+    if task.Params is not None:
+        if not (isinstance(task.Params, type) and issubclass(task.Params, BaseModel)):
+            raise ContractError(TASK_DECLARES, "Params is not a pydantic model")
+        try:
+            task.Params()
+        except ValidationError as exc:
+            raise ContractError(
+                TASK_DECLARES, f"Params() does not validate: {_first_error(exc)}"
+            ) from None
+    try:
+        json.dumps(task.identity(settings), sort_keys=True)
+    except TypeError as exc:
+        raise ContractError(TASK_DECLARES, f"identity(settings) is not JSON: {exc}") from None
+
+
+@_enforces(TASK_FAMILY)
+def check_task_family(task: Any, settings: Any) -> None:
+    """The task's family is registered, lists the task, says whether it enters its aggregate
+    and fingerprints its data as a string (a job id hashes it)."""
+    from electra_ablate.evaluation.task import family_of
+
+    family = family_of(task)
+    if task.name not in [t.name for t in family.tasks()]:
+        raise ContractError(TASK_FAMILY, f"family {family.name!r} does not list {task.name!r}")
+    if not isinstance(family.in_aggregate(task), bool):
+        raise ContractError(TASK_FAMILY, "in_aggregate(task) is not a bool")
+    if family.aggregate is not None and not isinstance(family.aggregate, str):
+        raise ContractError(TASK_FAMILY, "the family's aggregate is neither a name nor None")
+    family.check(task, settings)
+    if not isinstance(family.fingerprint(task, settings), str):
+        raise ContractError(TASK_FAMILY, "fingerprint(task, settings) is not a string")
+
+
+def _scored(task: Any, metrics: Any, rule: str, where: str) -> dict[str, float]:
+    from electra_ablate.evaluation.task import RECORD_FIELDS
+
+    if not isinstance(metrics, dict):
+        raise ContractError(rule, f"{where} returned a {type(metrics).__name__}, not a dict")
+    missing = [m for m in task.metrics if m not in metrics]
+    if missing:
+        raise ContractError(rule, f"{where} lacks the declared metric(s) {', '.join(missing)}")
+    extra = [m for m in metrics if m not in task.metrics and m not in RECORD_FIELDS]
+    if extra:
+        raise ContractError(rule, f"{where} reports undeclared metric(s) {', '.join(extra)}")
+    for name in task.metrics:
+        value = metrics[name]
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ContractError(rule, f"{where}: metric {name!r} is {value!r}, not a finite number")
+    return {m: float(metrics[m]) for m in task.metrics}
+
+
+@_enforces(TASK_EVALUATE)
+def check_task_evaluate(task: Any, settings: Any, kept: Any) -> dict[str, float]:
+    """``evaluate`` on a micro kept encoder returns every declared metric as a finite number
+    and nothing undeclared besides the bookkeeping in ``RECORD_FIELDS``; the encoder is left as
+    it was.
+
+    The results table keeps every metric a task reports: an undeclared or missing one would
+    give rows a report cannot place, a non-finite one a NaN score."""
+    before = {k: v.clone() for k, v in kept.model.encoder.state_dict().items()}
+    metrics = task.evaluate(kept, settings, 0, "cpu")
+    scored = _scored(task, metrics, TASK_EVALUATE, "evaluate")
+    after = kept.model.encoder.state_dict()
+    if any(not torch.equal(v, after[k]) for k, v in before.items()):
+        raise ContractError(TASK_EVALUATE, "evaluate changed the kept encoder's weights")
+    return scored
+
+
+@_enforces(TASK_DETERMINISTIC)
+def check_task_deterministic(task: Any, settings: Any, kept: Any, first: dict[str, float]) -> None:
+    """The same encoder, settings and seed give the same metrics again.
+
+    A job's record is cached under its id and ``ablate finetune`` must give a study's numbers
+    exactly: a result that moves between two runs of one job is not one result."""
+    again = _scored(task, task.evaluate(kept, settings, 0, "cpu"), TASK_DETERMINISTIC, "evaluate")
+    if again != first:
+        raise ContractError(TASK_DETERMINISTIC, f"seed 0 gave {first}, then {again}")
+
+
+@_enforces(TASK_SKIP)
+def check_task_skip(task: Any, discriminator: Any, mlm: Any) -> None:
+    """A task that needs the detection head skips an MLM encoder with a reason and takes a
+    discriminator's; any other task takes both."""
+    for kept in (discriminator, mlm):
+        reason = task.skip_reason(kept)
+        expected = task.needs == "detection_head" and kept.model.role != "discriminator"
+        if expected and not (isinstance(reason, str) and reason):
+            raise ContractError(TASK_SKIP, f"no reason to skip a kept {kept.model.role} encoder")
+        if not expected and reason is not None:
+            raise ContractError(TASK_SKIP, f"skips a kept {kept.model.role} encoder: {reason}")
+
+
+@_enforces(TASK_REFERENCES)
+def check_task_references(task: Any, settings: Any, tokenizer_dir: Path) -> None:
+    """Every declared reference scores the task's metrics without an encoder, the same twice."""
+    for reference in task.references:
+        where = f"evaluate_reference({reference!r})"
+        first = _scored(
+            task,
+            task.evaluate_reference(reference, settings, 0, tokenizer_dir),
+            TASK_REFERENCES,
+            where,
+        )
+        again = task.evaluate_reference(reference, settings, 0, tokenizer_dir)
+        if _scored(task, again, TASK_REFERENCES, where) != first:
+            raise ContractError(TASK_REFERENCES, f"{where} is not the same twice")
+
+
+def run_task_contract(
+    name_or_task: Any,
+    settings: Any = None,
+    *,
+    on_outcome: Callable[[RuleOutcome], None] | None = None,
+) -> list[RuleOutcome]:
+    """Every rule in ``TASK_RULES`` order on a task (a registered name, or a ``Task``); the
+    caller's RNG state and thread count are left as they were."""
+    from electra_ablate.errors import InputError
+    from electra_ablate.evaluation.task import family_of, get_task
+
+    task = get_task(name_or_task) if isinstance(name_or_task, str) else name_or_task
+    settings = settings if settings is not None else contract_settings(task)
+    try:  # missing data is the user's to fix (exit 2), not a broken rule
+        family_of(task).check(task, settings)
+    except InputError as exc:
+        raise InputError(f"{exc} (the check reads GLUE from $ABLATE_DATA_DIR/glue)") from None
+    outcomes: list[RuleOutcome] = []
+
+    def record(rule: str, skipped: str | None = None) -> None:
+        outcomes.append(RuleOutcome(rule, skipped))
+        if on_outcome is not None:
+            on_outcome(outcomes[-1])
+
+    with (
+        torch.random.fork_rng(devices=[]),
+        _one_thread(),
+        tempfile.TemporaryDirectory(prefix="ablate-check-task-") as tmp,
+    ):
+        workdir = Path(tmp)
+        check_task_declares(task, settings)
+        record(TASK_DECLARES)
+        check_task_family(task, settings)
+        record(TASK_FAMILY)
+        discriminator = _contract_kept(workdir, "discriminator")
+        mlm = _contract_kept(workdir, "mlm")
+        kept = discriminator if task.needs == "detection_head" else mlm
+        first = check_task_evaluate(task, settings, kept)
+        record(TASK_EVALUATE)
+        check_task_deterministic(task, settings, kept, first)
+        record(TASK_DETERMINISTIC)
+        check_task_skip(task, discriminator, mlm)
+        record(TASK_SKIP)
+        if task.references:
+            check_task_references(task, settings, workdir / "tokenizer")
+            record(TASK_REFERENCES)
+        else:
+            record(TASK_REFERENCES, "the task declares no reference")
+    return outcomes
+
+
+def check_task(name_or_task: Any, settings: Any = None) -> list[str]:
+    """Run the whole evaluation contract; returns the rules that held (a skipped one with its
+    reason) and raises ``ContractError`` on the first broken one. For a plugin's own tests::
+
+        from electra_ablate.testing import check_task
+
+        def test_my_task_keeps_the_contract():
+            check_task("my_task")
+    """
+    return [outcome.label for outcome in run_task_contract(name_or_task, settings)]

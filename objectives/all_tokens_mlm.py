@@ -78,7 +78,10 @@ class AllTokensMLM(Objective):
     def flops_plan(self, seq_len: int) -> list[ModelPass]:
         return [
             *self.generator.flops_passes(seq_len, self.params.mask_rate),
-            ModelPass(self.backbone, "copy_mlm", seq_len),
+            # the MLM head at every position, and the copy gate beside it
+            ModelPass(
+                self.backbone, "mlm", seq_len, extra_linears=((self.backbone.hidden_size, 1),)
+            ),
         ]
 
     def output_priors(self) -> list[OutputPrior]:

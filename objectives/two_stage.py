@@ -33,7 +33,11 @@ class TwoStageParams(ObjectiveParams):
     disc_weight: float = Field(50.0, gt=0.0, description="lambda on the stage-2 RTD loss")
     temperature: float = Field(1.0, gt=0.0, description="sampling temperature of G")
     generator_fraction: float = Field(0.5, gt=0.0, lt=1.0, description="budget share of stage 1")
-    split_by: StageSplit = Field("steps", description="share of the steps (paper) or of FLOPs")
+    split_by: StageSplit = Field(
+        "steps",
+        description="share of the steps (paper) or of FLOPs",
+        json_schema_extra={"paper": "steps"},
+    )
     init_from_generator: bool = Field(True, description="start D from G's encoder weights")
 
 

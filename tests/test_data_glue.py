@@ -19,6 +19,7 @@ from electra_ablate.data.glue import (
 )
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
 from electra_ablate.errors import DataError
+from electra_ablate.finetune import as_examples
 
 SENTENCES = [
     'He said "it works" and left.',
@@ -226,12 +227,12 @@ def test_hub_offline_is_a_clear_error():
 
 def test_task_table():
     assert set(GLUE_TASKS) == {"cola", "sst2", "mrpc", "stsb", "qqp", "mnli", "qnli", "rte", "wnli"}
-    assert GLUE_TASKS["cola"].metric == "matthews"
-    assert GLUE_TASKS["stsb"].metric == "spearman" and GLUE_TASKS["stsb"].is_regression
+    assert GLUE_TASKS["cola"].headline == "matthews"
+    assert GLUE_TASKS["stsb"].headline == "spearman" and GLUE_TASKS["stsb"].is_regression
     assert GLUE_TASKS["mrpc"].metrics == ("accuracy", "f1") == GLUE_TASKS["qqp"].metrics
     assert GLUE_TASKS["mnli"].num_labels == 3
     assert GLUE_TASKS["mnli"].validation_split == "validation_matched"
-    assert not GLUE_TASKS["rte"].is_regression and GLUE_TASKS["rte"].metric == "accuracy"
+    assert not GLUE_TASKS["rte"].is_regression and GLUE_TASKS["rte"].headline == "accuracy"
 
 
 @pytest.fixture
@@ -271,7 +272,7 @@ def test_encode_pairs_with_segments_and_longest_first_truncation(tokenizer_dir: 
     assert encoded.task.name == "rte" and encoded.train_rows == 2
 
 
-def test_encode_single_sentences_and_train_cap(tmp_path: Path, tokenizer_dir: Path):
+def test_encode_single_sentences_and_the_one_capping_path(tmp_path: Path, tokenizer_dir: Path):
     write_tsv(tmp_path, "stsb")
     splits = load_glue_task(str(tmp_path), "stsb")
     full = encode_glue("stsb", splits, tokenizer_dir)
@@ -280,16 +281,17 @@ def test_encode_single_sentences_and_train_cap(tmp_path: Path, tokenizer_dir: Pa
 
     cola_dir = tmp_path / "cola_only"
     write_tsv(cola_dir, "cola")
-    cola = load_glue_task(str(cola_dir), "cola")
-    capped = [encode_glue("cola", cola, tokenizer_dir, train_cap=2, seed=s) for s in range(6)]
-    assert all(len(c.train["input_ids"]) == 2 and c.train_rows == 3 for c in capped)
-    again = encode_glue("cola", cola, tokenizer_dir, train_cap=2, seed=0)
-    assert again.train["input_ids"] == capped[0].train["input_ids"]
-    assert len({tuple(map(tuple, c.train["input_ids"])) for c in capped}) > 1
+    cola = encode_glue("cola", load_glue_task(str(cola_dir), "cola"), tokenizer_dir)
+    assert cola.train_rows == 3 and len(cola.train["input_ids"]) == 3  # encoded whole
+    capped = as_examples(cola.train).capped(2)
+    again = as_examples(cola.train).capped(2)
+    assert len(capped) == 2 and capped.input_ids == again.input_ids  # a fixed subset
+    assert capped.input_ids == [ids for ids in cola.train["input_ids"] if ids in capped.input_ids]
     assert all(
         ids.count(3) == 1 and set(t) == {0}
-        for ids, t in zip(
-            capped[0].train["input_ids"], capped[0].train["token_type_ids"], strict=True
-        )
+        for ids, t in zip(capped.input_ids, capped.token_type_ids, strict=True)
     )
-    assert len(capped[0].validation["input_ids"]) == 2  # the cap is for train only
+    assert (
+        as_examples(cola.train).capped(None) is not capped
+        and len(as_examples(cola.train).capped(5)) == 3
+    )

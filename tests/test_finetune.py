@@ -1,11 +1,10 @@
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 import torch
 
 from electra_ablate.config import PRESETS
 from electra_ablate.errors import AblateError
+from electra_ablate.evaluation.glue import GLUE_TASKS
 from electra_ablate.finetune import (
     FinetuneRecipe,
     GlueClassifier,
@@ -23,15 +22,8 @@ MARKER = 7
 VOCAB = 64
 
 
-@dataclass(frozen=True)
-class Task:
-    name: str
-    num_labels: int
-    is_regression: bool = False
-
-
-CLASSIFY = Task("sst2", 2)
-REGRESS = Task("stsb", 1, is_regression=True)
+CLASSIFY = GLUE_TASKS["sst2"]  # the task scores the predictions: accuracy
+REGRESS = GLUE_TASKS["stsb"]  # Spearman and Pearson
 # a few hundred steps' worth of signal for a random micro encoder, about a second on CPU
 FAST = FinetuneRecipe(lr=3e-3, epochs=6, batch_size=16, task_epochs={})
 

@@ -39,9 +39,8 @@ def test_micro_model_finetunes_on_real_rte_and_stsb(shared_data, tmp_path):
     torch.set_num_threads(1)
     try:
         for name in TASKS:
-            encoded = encode_glue(
-                name, splits[name], kept.tokenizer_dir, supported_max_len(recipe, cfg), CAP
-            )
+            max_len = supported_max_len(recipe, cfg)
+            encoded = encode_glue(name, splits[name], kept.tokenizer_dir, max_len)
             dev = {column: values[:CAP] for column, values in encoded.validation.items()}
             result = finetune_task(kept, encoded.task, encoded.train, dev, recipe, seed=0)
             assert result["train_examples"] == CAP and result["epochs"] == 10

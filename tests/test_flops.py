@@ -101,6 +101,25 @@ def linear_weights(module: nn.Module) -> int:
     return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
 
 
+@pytest.mark.parametrize(
+    ("preset_name", "vocab_size", "expected"),
+    [
+        ("small", 30522, {"paper": 1554331856896.0, "standard": 1530788118528.0}),
+        ("tiny", 4096, {"paper": 180425687040.0, "standard": 159523012608.0}),
+    ],
+)
+def test_all_tokens_mlm_step_is_priced_as_before(preset_name, vocab_size, expected):
+    """All-Tokens MLM's head (a vocabulary softmax at every position plus a one-logit copy gate)
+    priced exactly as the FLOPs model priced it when the head was a built-in kind: the budgets
+    and checkpoints of committed studies depend on it."""
+    cfg = PRESETS[preset_name].with_overrides(vocab_size=vocab_size)
+    counts = torch.arange(vocab_size, 0, -1, dtype=torch.float64)
+    vocab = Vocab(counts, SpecialTokens())
+    with torch.device("meta"):
+        objective = build_objective("all_tokens_mlm", cfg, {"generator_size": 0.25}, vocab)
+    assert objective_flops(objective, 128, 128) == expected
+
+
 def test_standard_forward_is_two_flops_per_linear_weight_plus_attention():
     cfg = PRESETS["micro"].with_overrides(vocab_size=300, embedding_size=16)
     seq_len = 40

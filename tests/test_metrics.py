@@ -3,7 +3,12 @@ import math
 import numpy as np
 import pytest
 
-from electra_ablate.metrics import glue_score, headline_metric, summarise_seeds, task_metrics
+from electra_ablate.evaluation.glue import GLUE, GLUE_TASKS
+from electra_ablate.metrics import summarise_seeds
+
+
+def task_metrics(task: str, predictions, labels) -> dict[str, float]:
+    return GLUE_TASKS[task].score(predictions, labels)
 
 
 def test_cola_matthews_matches_a_hand_computed_confusion_matrix():
@@ -43,17 +48,14 @@ def test_constant_regression_output_scores_zero_not_nan():
 
 
 def test_headline_metrics_follow_the_paper():
-    assert headline_metric("cola") == "matthews"
-    assert headline_metric("stsb") == "spearman"
-    assert [headline_metric(t) for t in ("mrpc", "qqp", "mnli", "sst2", "rte")] == ["accuracy"] * 5
+    assert GLUE_TASKS["cola"].headline == "matthews"
+    assert GLUE_TASKS["stsb"].headline == "spearman"
+    names = ("mrpc", "qqp", "mnli", "sst2", "rte")
+    assert [GLUE_TASKS[t].headline for t in names] == ["accuracy"] * 5
 
 
-def test_glue_score_is_the_mean_without_wnli_unless_asked():
-    scores = {"cola": 20.0, "sst2": 80.0, "wnli": 56.3}
-    assert glue_score(scores) == pytest.approx(50.0)
-    assert glue_score(scores, include_wnli=True) == pytest.approx(156.3 / 3)
-    with pytest.raises(ValueError):
-        glue_score({"wnli": 50.0})
+def test_the_glue_score_leaves_wnli_out_and_only_wnli():
+    assert [t.name for t in GLUE.tasks() if not GLUE.in_aggregate(t)] == ["wnli"]
 
 
 def test_summarise_seeds():
@@ -65,8 +67,8 @@ def test_summarise_seeds():
         summarise_seeds([])
 
 
-def test_headline_metric_is_the_glue_task_tables_score():
-    from electra_ablate.data.glue import GLUE_TASKS
-
-    for name, task in GLUE_TASKS.items():
-        assert headline_metric(name) == task.metric, name
+def test_every_glue_task_scores_exactly_the_metrics_it_declares():
+    labels = np.array([0, 1, 1, 0, 1])
+    for task in GLUE_TASKS.values():
+        predictions = np.array([0.0, 1.0, 0.5, 0.2, 1.0]) if task.is_regression else labels[::-1]
+        assert set(task.score(predictions, labels)) == set(task.metrics), task.name

@@ -285,29 +285,23 @@ def test_paper_aggregation_takes_task_medians_before_the_mean(tmp_path):
         )
         for (task, seed), value in values.items()
     ]
-    from electra_ablate.results import glue_scores, paper_glue_scores
+    from electra_ablate.results import family_scores, paper_scores, read_results
 
-    frame = pl.DataFrame(rows)
-    assert paper_glue_scores(frame)["glue_paper"].to_list() == [65.0]  # (50 + 80) / 2
-    assert glue_scores(frame)["median"].to_list() == [65.0]  # per seed: 65, 70, 60
+    write_table(tmp_path / "results.parquet", rows)  # as an older table: no family column
+    frame = read_results(tmp_path)
+    assert paper_scores(frame)["score_paper"].to_list() == [65.0]  # (50 + 80) / 2
+    assert family_scores(frame)["median"].to_list() == [65.0]  # per seed: 65, 70, 60
     values[("mrpc", 0)] = 100.0  # seed 0's GLUE 80: the per-model median becomes 65 -> 65
-    frame = pl.DataFrame(
-        [
-            result_row(
-                "E",
-                "electra",
-                1.0,
-                seed,
-                task,
-                "matthews" if task == "cola" else "accuracy",
-                True,
-                value,
-            )
-            for (task, seed), value in values.items()
-        ]
-    )
-    assert paper_glue_scores(frame)["glue_paper"].to_list() == [70.0]  # (50 + 90) / 2
-    assert glue_scores(frame)["median"].to_list() == [70.0]  # per seed: 80, 70, 60
+    rows = [
+        result_row(
+            "E", "electra", 1.0, seed, task, "matthews" if task == "cola" else "accuracy", True, v
+        )
+        for (task, seed), v in values.items()
+    ]
+    write_table(tmp_path / "results.parquet", rows)
+    frame = read_results(tmp_path)
+    assert paper_scores(frame)["score_paper"].to_list() == [70.0]  # (50 + 90) / 2
+    assert family_scores(frame)["median"].to_list() == [70.0]  # per seed: 80, 70, 60
 
 
 def test_ordering_line_compares_each_gap_with_the_spread(text):
@@ -358,27 +352,66 @@ def test_runs_table_lists_the_failed_run_with_its_message(text):
 def test_diagnostics_say_when_each_model_left_its_prior(text):
     # BERT: nats = (step - 200) / 1000, smoothed over 5 logged points of 25 steps, reaches 0.1
     # at step 350 = 1.75e15 FLOPs; ELECTRA's AUC = 0.5 + step / 4000 reaches 0.6 at 450
-    assert table_row(text, "BERT | 74.0 (73.0–76.0) | 1.75e15").startswith(
-        "| BERT | 74.0 (73.0–76.0) | 1.75e15 | 0.600 (0.550) | — |"
+    assert table_row(text, "Label | GLUE per model (final)") == (
+        "| Label | GLUE per model (final) | gen_mlm_nats_learnt ≥ 0.1 at | gen_mlm_nats_learnt "
+        "| mlm_nats_learnt ≥ 0.1 at | mlm_nats_learnt | disc_auc ≥ 0.6 at | disc_auc "
+        "| gen_entropy | mlm_acc |"
     )
-    electra = table_row(text, "ELECTRA | 80.0 (79.0–82.0) | —")
-    assert "| not reached | -0.050 (-0.050) | — | 7.000 (7.000) |" in electra
-    assert "| 2.25e15 | 0.700 (0.688) |" in electra
+    assert table_row(text, "BERT | 74.0 (73.0–76.0)") == (
+        "| BERT | 74.0 (73.0–76.0) | — | — | 1.75e15 | 0.600 (0.550) | — | — | — | 0.400 (0.400) |"
+    )
+    electra = table_row(text, "ELECTRA | 80.0 (79.0–82.0) | not reached")
+    assert "| not reached | -0.050 (-0.050) | — | — | 2.25e15 | 0.700 (0.688) | 7.000" in electra
+    # these curves have no *_incl_special twins: logged before AUC left out [CLS]/[SEP]
+    assert "These runs were logged before detection metrics left out [CLS] and [SEP]" in text
 
 
 def test_curve_panels_show_learning_diagnostics_never_the_lambda_scaled_total(study_dir):
     from electra_ablate.report.plots import curve_panels
-    from electra_ablate.report.pretraining import PANELS
+    from electra_ablate.report.pretraining import curve_panel_specs
 
     metrics = pl.read_parquet(study_dir / "pretrain_metrics.parquet")
-    names = [name for name, _, _ in curve_panels(metrics, PANELS)]
-    assert names == ["mlm_nats_learnt", "gen_mlm_nats_learnt", "disc_auc", "gen_entropy", "mlm_acc"]
+    names = [name for name, _, _ in curve_panels(metrics, curve_panel_specs(metrics))]
+    assert names == ["gen_mlm_nats_learnt", "mlm_nats_learnt", "disc_auc", "gen_entropy", "mlm_acc"]
     assert "loss" not in names
+
+
+def test_panels_and_columns_come_from_metric_kinds_not_from_a_list_of_names():
+    """A metric no built-in objective logs reaches the report by its name's kind, and the
+    figures over every position are labelled as such beside the ordinary-token ones."""
+    from electra_ablate.report.pretraining import curve_panel_specs, diagnostics_section
+
+    rows = [
+        {
+            "run_id": "r",
+            "objective": "plugin",
+            "label": "plugin",
+            "pretrain_seed": 0,
+            "step": step,
+            "split": "train",
+            "flops_paper": 1e12 * step,
+            "probe_auc": 0.5 + step / 100,
+            "disc_auc": 0.55,
+            "disc_auc_incl_special": 0.57,
+            "disc_precision": 0.9,
+            "probe_loss": 1.0,
+        }
+        for step in range(1, 11)
+    ]
+    metrics = pl.DataFrame(rows)
+    assert curve_panel_specs(metrics) == [
+        ("disc_auc", "disc_auc: ROC-AUC"),
+        ("disc_auc_incl_special", "disc_auc: ROC-AUC, incl. [CLS]/[SEP]"),
+        ("probe_auc", "probe_auc: ROC-AUC"),
+    ]
+    text = diagnostics_section(metrics, ["plugin"])
+    assert "| Label | disc_auc ≥ 0.6 at | disc_auc | probe_auc ≥ 0.6 at | probe_auc |" in text
+    assert "scored over ordinary tokens" in text and "`disc_auc_incl_special`" in text
 
 
 def test_with_variants_each_objective_gets_its_panels_with_a_line_per_variant():
     from electra_ablate.report.plots import curve_panels
-    from electra_ablate.report.pretraining import PANELS
+    from electra_ablate.report.pretraining import curve_panel_specs
 
     rows = [
         {
@@ -390,7 +423,8 @@ def test_with_variants_each_objective_gets_its_panels_with_a_line_per_variant():
         for label, bert in (("bert_mlm", True), ("electra", False))
         for variant in ("a", "b")
     ]
-    panels = curve_panels(pl.DataFrame(rows), PANELS)
+    frame = pl.DataFrame(rows)
+    panels = curve_panels(frame, curve_panel_specs(frame))
     assert [(name, group) for name, _, group in panels] == [
         ("mlm_nats_learnt", "bert_mlm"),
         ("disc_auc", "electra"),
@@ -473,3 +507,18 @@ def test_notes_go_in_as_a_discussion_after_the_final_tables(study_dir, tmp_path)
     )
     assert isinstance(result.exception, AblateError)
     assert str(result.exception).startswith("cannot read notes missing.md")
+
+
+def test_an_objectives_params_away_from_the_paper_are_deviations_declared_by_the_objective():
+    """The header names no objective: a param that declares the paper's value (two-stage's
+    ``split_by``) and is set to another is listed, under the entry's label."""
+    from electra_ablate.report.header import deviations
+
+    spec = {
+        "objectives": [
+            {"name": "two_stage", "label": "2stage", "params": {"split_by": "flops"}},
+            {"name": "two_stage", "label": "paper", "params": {"split_by": "steps"}},
+            {"name": "not_installed_here", "params": {"split_by": "flops"}},
+        ]
+    }
+    assert deviations(spec) == ["`2stage`: split_by flops (the paper: steps)"]

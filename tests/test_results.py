@@ -6,13 +6,16 @@ import polars as pl
 import pytest
 
 from electra_ablate.errors import AblateError
+from electra_ablate.evaluation.glue import GLUE_TASKS
 from electra_ablate.results import (
     RESULTS_SCHEMA,
     append_rows,
-    glue_scores,
+    family_scores,
+    model_scores,
+    paper_scores,
     ranking,
     read_results,
-    seed_glue_scores,
+    summary_table,
     task_scores,
     write_table,
 )
@@ -30,6 +33,7 @@ def row(
     finetune_seed: int = 0,
 ) -> dict[str, object]:
     default_metric = {"cola": "matthews", "stsb": "spearman"}.get(task, "accuracy")
+    family = "glue" if task in GLUE_TASKS else "toy"
     return {
         "study": "unit",
         "run_id": f"{label}-{pretrain_seed}",
@@ -40,10 +44,12 @@ def row(
         "pretrain_step": int(1000 * fraction),
         "flops_paper": 1e15 * fraction,
         "flops_standard": 1.5e15 * fraction,
+        "family": family,
         "task": task,
         "finetune_seed": finetune_seed,
         "metric": metric or default_metric,
         "headline": headline,
+        "in_aggregate": headline and task != "wnli",
         "value": value,
         "train_examples": 100,
         "wall_s": 1.0,
@@ -95,9 +101,10 @@ def test_glue_score_is_the_mean_of_headline_metrics_without_wnli():
         ],
         schema=RESULTS_SCHEMA,
     )
-    scores = seed_glue_scores(results)
+    scores = model_scores(results)
     assert scores["finetune_seed"].to_list() == [0]
-    assert scores["glue"].to_list() == [60.0]
+    assert scores["score"].to_list() == [60.0]
+    assert scores["family"].to_list() == ["glue"]
 
 
 def test_spread_pools_pretraining_and_finetuning_seeds():
@@ -110,7 +117,7 @@ def test_spread_pools_pretraining_and_finetuning_seeds():
         ],
         schema=RESULTS_SCHEMA,
     )
-    summary = glue_scores(results).row(0, named=True)
+    summary = family_scores(results).row(0, named=True)
     assert summary["n"] == 4
     assert summary["median"] == pytest.approx(73.5)
     assert (summary["min"], summary["max"]) == (70.0, 81.0)
@@ -130,7 +137,7 @@ def test_ranking_states_whether_each_gap_exceeds_the_spread():
         ],
         schema=RESULTS_SCHEMA,
     )
-    ranked = ranking(glue_scores(results), 1.0)
+    ranked = ranking(family_scores(results), 1.0)
     assert ranked["label"].to_list() == ["ELECTRA", "All-tokens", "BERT"]
     assert ranked["rank"].to_list() == [1, 2, 3]
     assert ranked["gap_to_next"].to_list()[:2] == [5.0, 1.0]
@@ -151,3 +158,57 @@ def test_task_scores_keep_every_metric_per_checkpoint():
     assert tasks.height == 4
     f1 = tasks.filter((pl.col("metric") == "f1") & (pl.col("checkpoint_fraction") == 0.5))
     assert f1.select("median", "min", "max", "n").row(0) == (80.0, 70.0, 90.0, 3)
+
+
+def test_a_table_written_before_families_is_read_as_glue_with_wnli_left_out(tmp_path):
+    old = [
+        {k: v for k, v in row(task=t, value=v).items() if k not in ("family", "in_aggregate")}
+        for t, v in (("cola", 40.0), ("mrpc", 80.0), ("wnli", 10.0))
+    ]
+    pl.DataFrame(old).write_parquet(tmp_path / "results.parquet")
+    table = read_results(tmp_path)
+    assert table.schema == RESULTS_SCHEMA
+    assert set(table["family"]) == {"glue"}
+    assert dict(zip(table["task"], table["in_aggregate"], strict=True)) == {
+        "cola": True,
+        "mrpc": True,
+        "wnli": False,
+    }
+    assert model_scores(table)["score"].to_list() == [60.0]
+
+
+def test_another_familys_scores_never_enter_the_glue_score():
+    """A toy family's task sits beside GLUE's: GLUE's score and the toy family's are each
+    their own tasks' mean, per model and the paper's way, and summary.csv keeps GLUE's columns
+    first with the other family's after them."""
+    rows = [
+        row(task="cola", value=40.0),
+        row(task="mrpc", value=80.0),
+        row(task="parity", value=0.0, metric="accuracy"),
+        row(task="parity", value=10.0, metric="accuracy", finetune_seed=1),
+        row(task="cola", value=50.0, finetune_seed=1),
+        row(task="mrpc", value=90.0, finetune_seed=1),
+    ]
+    results = pl.DataFrame(rows, schema=RESULTS_SCHEMA)
+    scores = model_scores(results)
+    glue = scores.filter(pl.col("family") == "glue")["score"].to_list()
+    toy = scores.filter(pl.col("family") == "toy")["score"].to_list()
+    assert (glue, toy) == ([60.0, 70.0], [0.0, 10.0])
+    papers = dict(paper_scores(results).select("family", "score_paper").iter_rows())
+    assert papers == {"glue": 65.0, "toy": 5.0}
+    summary = summary_table(family_scores(results))
+    assert summary.columns == [
+        "objective",
+        "label",
+        "budget_fraction",
+        "glue_median",
+        "glue_min",
+        "glue_max",
+        "n",
+        "toy_median",
+        "toy_min",
+        "toy_max",
+        "toy_n",
+    ]
+    assert summary.row(0, named=True)["glue_median"] == 65.0
+    assert summary.row(0, named=True)["toy_median"] == 5.0

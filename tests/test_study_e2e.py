@@ -159,20 +159,87 @@ def test_editing_one_objective_reruns_only_that_objective(smoke_run, data_env, t
     assert any(x.startswith("pre-train bert_mlm ") and "running" in x for x in lines)
 
 
-def test_an_installed_plugin_objective_runs_in_a_study(data_env, tmp_path):
+def test_an_installed_plugin_objective_and_task_family_run_in_a_study(data_env, tmp_path):
+    """The example plugin's objective and its task family (``repeat_probe``, one file and an
+    entry point) in one study: the family's rows, its own score and its reference row reach
+    the tables and the report, and never GLUE's score."""
     if "random_rtd" not in {ep.name for ep in entry_points(group="electra_ablate.objectives")}:
         pytest.skip("examples/random_rtd_plugin is not installed (CI installs it)")
     spec = yaml.safe_load(SMOKE.read_text())
     spec["objectives"] = [{"name": "random_rtd"}, {"name": "electra"}]
     spec["finetune"]["tasks"] = ["rte"]
+    spec["evaluation"] = {"tasks": ["repeat_probe"], "params": {"repeat_probe": {"examples": 80}}}
     path = tmp_path / "plugin.yaml"
     path.write_text(yaml.safe_dump(spec))
     assert run_cli(["validate", str(path)]) == 0
-    result = ablate(["run", str(path), "--out", str(tmp_path / "out")], data_env)
+    out = tmp_path / "out"
+    result = ablate(["run", str(path), "--out", str(out)], data_env)
     assert result.returncode == 0, result.stderr
-    runs = pl.read_parquet(tmp_path / "out" / "runs.parquet")
+    runs = pl.read_parquet(out / "runs.parquet")
     assert set(runs["objective"]) == {"random_rtd", "electra", "none"}  # none: the baseline
     assert (runs["status"] == "done").all()
+    results = pl.read_parquet(out / "results.parquet")
+    probe = results.filter(pl.col("family") == "synthetic")
+    assert set(probe["task"]) == {"repeat_probe"} and set(probe["finetune_seed"]) == {0}
+    # every kept checkpoint (2 runs x 2 fractions), the baseline and the reference, once each
+    points = probe.filter(pl.col("metric") == "accuracy").select("label", "checkpoint_fraction")
+    assert points.height == 6 and points.unique().height == 6
+    assert set(probe["objective"]) == {"random_rtd", "electra", "none", "majority"}
+    assert (
+        probe.filter(pl.col("objective") == "majority")["checkpoint_fraction"].to_list()
+        == [0.0] * 2
+    )
+    glue = results.filter(pl.col("family") == "glue")
+    assert set(glue["task"]) == {"rte"} and "majority" not in set(glue["objective"])
+    report = ablate(["report", str(out)], data_env)
+    assert report.returncode == 0, report.stderr
+    text = (out / "report" / "report.md").read_text()
+    assert "## GLUE: results at the final budget" in text
+    assert "## Synthetic: results at the final budget" in text and "| majority |" in text
+    summary = pl.read_csv(out / "report" / "summary.csv")
+    assert summary.columns[:7] == [
+        "objective",
+        "label",
+        "budget_fraction",
+        "glue_median",
+        "glue_min",
+        "glue_max",
+        "n",
+    ]
+    assert "synthetic_median" in summary.columns
+    for stem in ("glue_vs_flops", "synthetic_vs_flops", "synthetic_tasks_vs_flops"):
+        assert (out / "report" / f"{stem}.png").stat().st_size > 0, stem
+
+
+def test_ablate_finetune_gives_the_studys_own_numbers(smoke_run, data_env):
+    """The same checkpoint, tasks, seeds, recipe, caps and evaluation caps as the study (read
+    from the study folder, or from --spec): the same job ids and exactly the same metrics."""
+    out, _ = smoke_run
+    results = pl.read_parquet(out.parent / "first_results.parquet")
+    (electra,) = out.glob("pretrain/electra-s0-*")
+    (baseline,) = out.glob("baseline/*")
+    cases = [
+        (electra / "kept" / "1", "electra", 1.0, []),
+        (baseline / "kept" / "0", "none", 0.0, []),
+        (electra / "kept" / "0.5", "electra", 0.5, ["--spec", str(SMOKE)]),
+    ]
+    for kept, objective, fraction, options in cases:
+        result = ablate(["finetune", str(kept), "--json", *options], data_env)
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout)
+        assert set(report["tasks"]) == {"rte", "stsb"}
+        for task, summary in report["tasks"].items():
+            study = results.filter(
+                (pl.col("objective") == objective)
+                & (pl.col("checkpoint_fraction") == fraction)
+                & (pl.col("task") == task)
+            )
+            for metric, values in summary["metrics"].items():
+                expected = study.filter(pl.col("metric") == metric)["value"].to_list()
+                assert values["values"] == expected, (kept, task, metric)
+            for job_id in summary["job_ids"]:
+                record = json.loads((out / "finetune" / f"{job_id}.json").read_text())
+                assert record["task"] == task and record["fraction"] == fraction
 
 
 def test_bad_input_is_one_line_and_exit_2(data_env, tmp_path):

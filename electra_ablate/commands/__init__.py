@@ -17,6 +17,7 @@ from electra_ablate.commands import (
     run,
     spec,
     status,
+    tasks,
 )
 
 COMMAND_MODULES: list[ModuleType] = [
@@ -29,6 +30,7 @@ COMMAND_MODULES: list[ModuleType] = [
     data,
     flops,
     objectives,
+    tasks,
     spec,
     check,
 ]

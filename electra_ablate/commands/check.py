@@ -1,5 +1,6 @@
 """``ablate check NAME``: run the objective contract (``electra_ablate.testing``) on a registered
-objective, built-in or third-party: what a plugin author runs before naming it in a study."""
+objective, built-in or third-party; ``ablate check --task NAME``: the evaluation contract on a
+registered task. What a plugin author runs before naming either in a study."""
 
 from __future__ import annotations
 
@@ -57,24 +58,28 @@ def validate_user_params(name: str, params_model: Any, params: dict[str, Any]) -
 def register(app: typer.Typer) -> None:
     @app.command("check")
     def check_command(
-        name: str = typer.Argument(..., help="registered objective name (see `ablate objectives`)"),
+        name: str | None = typer.Argument(
+            None, help="registered objective name (see `ablate objectives`)"
+        ),
+        task: str | None = typer.Option(
+            None, "--task", help="check the registered task NAME instead (see `ablate tasks`)"
+        ),
         param: list[str] | None = typer.Option(
             None, "--param", "-p", help="objective param as key=value (repeatable)"
         ),
         as_json: bool = typer.Option(False, "--json", help="print the outcome as JSON"),
     ) -> None:
         """Check that objective NAME keeps the contract that the engine, the FLOPs budget,
-        checkpoints, fine-tuning and export rely on (seconds, on a micro model).
+        checkpoints, fine-tuning and export rely on (seconds, on a micro model); with --task,
+        that a task keeps the evaluation contract (a GLUE task reads $ABLATE_DATA_DIR/glue).
 
         Prints `ok  RULE` per rule held; a broken rule: one `error: RULE: what` line, exit 1.
         """
-        from electra_ablate.objective import get_objective
+        from electra_ablate.errors import InputError
         from electra_ablate.testing import ContractError, RuleOutcome, run_contract
 
-        objective_class = get_objective(name)
-        params = parse_params(param or [])
-        validate_user_params(name, getattr(objective_class, "Params", None), params)
-
+        if (name is None) == (task is None):
+            raise InputError("give an objective NAME, or --task NAME (not both)")
         held: list[RuleOutcome] = []
 
         def show(outcome: RuleOutcome) -> None:
@@ -88,7 +93,21 @@ def register(app: typer.Typer) -> None:
 
         failure: ContractError | None = None
         try:
-            run_contract(objective_class, params, on_outcome=show)
+            if task is not None:
+                if param:
+                    raise InputError("--param is for objectives; a task's params come from a spec")
+                from electra_ablate.evaluation.task import get_task
+                from electra_ablate.testing import run_task_contract
+
+                run_task_contract(get_task(task), on_outcome=show)
+                params: dict[str, Any] = {}
+            else:
+                from electra_ablate.objective import get_objective
+
+                objective_class = get_objective(name)
+                params = parse_params(param or [])
+                validate_user_params(name, getattr(objective_class, "Params", None), params)
+                run_contract(objective_class, params, on_outcome=show)
         except ContractError as exc:
             if not as_json:
                 raise
@@ -105,7 +124,8 @@ def register(app: typer.Typer) -> None:
         ]
         if failure is not None:
             rows.append({"rule": failure.rule, "status": "failed", "detail": failure.detail})
-        report = {"objective": name, "params": params, "ok": failure is None, "rules": rows}
+        subject = {"task": task} if task is not None else {"objective": name, "params": params}
+        report = {**subject, "ok": failure is None, "rules": rows}
         typer.echo(json.dumps(report, indent=2))
         if failure is not None:
             raise failure

@@ -1,5 +1,5 @@
-"""``ablate data prepare SPEC``: build (or reuse) a study's tokenizer, packed corpus and GLUE
-encodings ahead of ``ablate run``, and show what they contain."""
+"""``ablate data prepare SPEC``: build (or reuse) a study's tokenizer and packed corpus ahead of
+``ablate run``, check its tasks' data, and show what they contain."""
 
 from __future__ import annotations
 
@@ -20,15 +20,17 @@ def register(app: typer.Typer) -> None:
         spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         set_: list[str] = typer.Option([], "--set", help=SET_HELP),
     ) -> None:
-        """Clean the corpus, train the tokenizer, pack sequences and encode the spec's GLUE
-        tasks; everything is cached, so a later run starts at once."""
+        """Clean the corpus, train the tokenizer, pack sequences and encode the spec's
+        fine-tuned tasks; everything is cached, so a later run starts at once."""
         import numpy as np
         from rich.console import Console
         from rich.table import Table
 
-        from electra_ablate.data.glue import encode_glue, load_glue_task
         from electra_ablate.data.pretraining import prepare_pretraining
-        from electra_ablate.spec import load_spec, parse_set_options
+        from electra_ablate.evaluation.finetuned import FinetunedTask
+        from electra_ablate.evaluation.task import family_of, get_task
+        from electra_ablate.finetune import supported_max_len
+        from electra_ablate.spec import load_spec, parse_set_options, task_settings
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
         progress = sys.stderr.isatty()
@@ -45,17 +47,25 @@ def register(app: typer.Typer) -> None:
         corpus.add_row("vocab size", f"{data.vocab_size:,}", "")
         corpus.add_row("tokenizer", str(data.tokenizer_dir), "")
 
-        glue = Table("GLUE task", "train rows", "validation rows", "mean tokens", "metric")
-        for task in study.finetune.tasks if study.finetune else []:
-            splits = load_glue_task(study.data.glue, task, spec_dir=study.spec_dir)
-            encoded = encode_glue(task, splits, data.tokenizer_dir, max_len=max_seq_len)
-            glue.add_row(
-                task,
-                f"{len(encoded.train['label']):,}",
-                f"{len(encoded.validation['label']):,}",
-                f"{np.mean(encoded.train['length']):.1f}",
-                encoded.task.metric,
-            )
+        tasks = Table("task", "family", "train rows", "validation rows", "mean tokens", "metric")
+        backbone = study.backbone_config(vocab_size=data.vocab_size)
+        for block in study.evaluation_blocks():
+            for name in block.tasks:
+                task, settings = get_task(name), task_settings(study, block, name)
+                family_of(task).check(task, settings)
+                if not isinstance(task, FinetunedTask):
+                    tasks.add_row(name, task.family, "", "", "", task.headline)
+                    continue
+                max_len = supported_max_len(settings.recipe, backbone)
+                encoded = task.encode(settings, data.tokenizer_dir, max_len)
+                tasks.add_row(
+                    name,
+                    task.family,
+                    f"{len(encoded.train['label']):,}",
+                    f"{len(encoded.validation['label']):,}",
+                    f"{np.mean(encoded.train['length']):.1f}",
+                    task.headline,
+                )
         console = Console()
         console.print(corpus)
-        console.print(glue)
+        console.print(tasks)

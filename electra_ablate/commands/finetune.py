@@ -1,8 +1,14 @@
-"""``ablate finetune``: GLUE scores of one kept model, outside a study.
+"""``ablate finetune``: scores of one kept model, outside a study, or exactly as its study got them.
 
-Fine-tunes the checkpoint on each task with each seed and prints, per task and metric, the
-median over seeds (the headline, as the paper's median of 10) with the min-max spread, then
-the GLUE score: the mean over tasks of the headline metric's median.
+Evaluates the checkpoint on each task with each seed (the study's own job type,
+``evaluation.run``) and prints, per task and metric, the median over seeds (the headline, as the
+paper's median of 10) with the min-max spread, then each family's score (GLUE's: the mean over
+its tasks of the headline metric's median, WNLI left out).
+
+Given a study's spec (``--spec``, or found in the study folder that holds a kept encoder), the
+tasks, seeds, recipe, caps, evaluation caps and thread count are the study's, so the same job
+ids and the same numbers come out as in the study. Options given on the command line replace
+the spec's.
 
 The checkpoint is one of our kept-model folders, or a Hugging Face ELECTRA/BERT model (a local
 folder with ``config.json``, or a hub name ``org/name``) imported by ``electra_ablate.hf_import``,
@@ -13,24 +19,22 @@ from __future__ import annotations
 
 import json
 import os
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 
-from electra_ablate.data.tasks import glue_task
-from electra_ablate.errors import InputError
-from electra_ablate.finetune.recipe import FinetuneRecipe
+from electra_ablate.errors import AblateError, InputError
 
 if TYPE_CHECKING:
-    from rich.progress import Progress
-
-    from electra_ablate.data.glue import EncodedGlue
+    from electra_ablate.evaluation.run import EvaluationJob
+    from electra_ablate.evaluation.task import TaskSettings
+    from electra_ablate.finetune.recipe import FinetuneRecipe
     from electra_ablate.kept import LoadedKept
+    from electra_ablate.spec import FinetuneSpec, StudySpec
 
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
-RUN_FIELDS = ("train_examples", "epochs", "train_seconds", "wall_seconds")
+DEFAULT_SEEDS = "0"
 
 
 def register(app: typer.Typer) -> None:
@@ -43,10 +47,26 @@ def register(app: typer.Typer) -> None:
             "google/electra-small-discriminator",
             show_default=False,
         ),
-        tasks: str = typer.Option(DEFAULT_TASKS, "--tasks", help="comma-separated GLUE tasks"),
-        seeds: str = typer.Option("0", "--seeds", help="comma-separated fine-tuning seeds"),
+        spec: Path | None = typer.Option(
+            None,
+            "--spec",
+            help="study spec whose evaluation to repeat [default: the study.json of the study "
+            "folder holding CHECKPOINT, if any]",
+        ),
+        tasks: str | None = typer.Option(
+            None,
+            "--tasks",
+            help=f"comma-separated tasks [default: the spec's, else {DEFAULT_TASKS}]",
+        ),
+        seeds: str | None = typer.Option(
+            None,
+            "--seeds",
+            help=f"comma-separated seeds [default: the spec's, else {DEFAULT_SEEDS}]",
+        ),
         glue: str | None = typer.Option(
-            None, "--glue", help="GLUE folder or 'hub' [default: $ABLATE_DATA_DIR/glue]"
+            None,
+            "--glue",
+            help="GLUE folder or 'hub' [default: the spec's, else $ABLATE_DATA_DIR/glue]",
         ),
         cap: str | None = typer.Option(
             None, "--cap", help="max training examples: N for every task, or cola=N,sst2=M,..."
@@ -55,7 +75,9 @@ def register(app: typer.Typer) -> None:
             None, "--epochs", min=1, help="epochs for every task (replaces RTE/STS-B's 10)"
         ),
         lr: float | None = typer.Option(None, "--lr", help="peak learning rate"),
-        device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+        device: str | None = typer.Option(
+            None, "--device", help="auto, cpu or cuda [default: the spec's, else auto]"
+        ),
         as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
         from_scratch: bool = typer.Option(
             False,
@@ -63,83 +85,201 @@ def register(app: typer.Typer) -> None:
             help="re-initialise the encoder first: the no-pre-training baseline",
         ),
     ) -> None:
-        """Fine-tune a kept model on GLUE tasks and print the median over seeds.
+        """Fine-tune a kept model on GLUE tasks (or evaluate it on any registered task) and
+        print the median over seeds; inside a study, exactly as the study did.
 
         CHECKPOINT may also be a Hugging Face ELECTRA or BERT checkpoint (a local folder, or a
         hub name when the hub is reachable): its encoder is imported and fine-tuned with the
         same recipe, a fresh head on the [CLS] vector (BERT's pooler is not used).
         """
-        recipe = _recipe(cap, epochs, lr, _split(tasks))
-        report = finetune_checkpoint(
-            checkpoint,
-            _known_tasks(_split(tasks)),
-            _seeds(seeds),
-            _glue_source(glue),
-            recipe,
-            _device(device),
-            from_scratch,
-        )
+        from electra_ablate.threads import torch_threads
+
+        _recipe_overrides(cap, epochs, lr, [])  # bad values are reported before anything loads
+        if seeds is not None:
+            _seeds(seeds)
+        kept = load_checkpoint(checkpoint)
+        study = study_spec(spec, kept)
+        names = task_names(study, tasks)
+        overrides = _recipe_overrides(cap, epochs, lr, names)
+        jobs = plan_checkpoint(kept, study, names, seeds, glue, overrides, from_scratch)
+        chosen = device or (study.device if study is not None else "auto")
+        threads = study.pretrain.num_threads if study is not None else None
+        with torch_threads(threads):
+            report = finetune_checkpoint(kept, jobs, _device(chosen), from_scratch)
+        report |= {"checkpoint": checkpoint, "spec": _spec_origin(spec, kept, study)}
         if as_json:
             typer.echo(json.dumps(report, indent=2))
         else:
             _print_table(report)
 
 
+# ---------------------------------------------------------------------------------- planning
+def study_spec(spec: Path | None, kept: LoadedKept) -> StudySpec | None:
+    """The spec to repeat: ``--spec``, else the one the kept encoder's study folder recorded
+    (``<study>/pretrain/<run>/kept/<fraction>`` or ``<study>/baseline/<run>/kept/0``); the
+    variant the encoder was trained under, when the study has variants."""
+    from electra_ablate.spec import load_spec, parse_spec
+
+    if spec is not None:
+        loaded = load_spec(spec, check_data=False)
+    else:
+        study_json = _study_json(kept)
+        if study_json is None:
+            return None
+        try:
+            recorded = json.loads(study_json.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read {study_json}: {exc}") from None
+        if not isinstance(recorded.get("spec"), dict):
+            return None
+        spec_path = Path(recorded.get("spec_path") or study_json)
+        spec_dir = spec_path.resolve().parent if spec_path.exists() else study_json.parent
+        loaded = parse_spec(recorded["spec"], spec_dir=spec_dir, source=str(study_json))
+    label = str(kept.meta.get("label", ""))
+    variants = dict(loaded.variant_specs())
+    if None in variants:
+        return variants[None]
+    variant = label.rsplit("@", 1)[-1] if "@" in label else None
+    if variant not in variants:
+        raise InputError(
+            f"the kept encoder's label {label!r} names none of the spec's variants "
+            f"({', '.join(v for v in variants if v)})"
+        )
+    return variants[variant]
+
+
+def _study_json(kept: LoadedKept) -> Path | None:
+    folder = Path(kept.tokenizer_dir).resolve()
+    if not (folder / "kept.json").is_file() or len(folder.parents) < 4:
+        return None
+    candidate = folder.parents[3] / "study.json"
+    return candidate if candidate.is_file() else None
+
+
+def _spec_origin(spec: Path | None, kept: LoadedKept, study: StudySpec | None) -> str | None:
+    if study is None:
+        return None
+    return str(spec) if spec is not None else str(_study_json(kept))
+
+
+def task_names(study: StudySpec | None, tasks: str | None) -> list[str]:
+    """``--tasks``, else the spec's tasks (every evaluation block's), else GLUE-5."""
+    if tasks is not None:
+        names = _split(tasks)
+        if not names:
+            raise InputError("--tasks is empty")
+        return names
+    blocks = study.evaluation_blocks() if study is not None else []
+    return [t for b in blocks for t in b.tasks] or _split(DEFAULT_TASKS)
+
+
+def plan_checkpoint(
+    kept: LoadedKept,
+    study: StudySpec | None,
+    names: list[str],
+    seeds: str | None,
+    glue: str | None,
+    overrides: dict[str, Any],
+    from_scratch: bool,
+) -> list[EvaluationJob]:
+    """One job per (task, seed): the study's own jobs when the study's spec is given and no
+    option changes them (same ids as its ``finetune/<job id>.json`` records)."""
+    from electra_ablate.evaluation.run import plan_job
+    from electra_ablate.evaluation.task import family_of, get_task
+
+    blocks = study.evaluation_blocks() if study is not None else []
+    run_id = str(kept.meta.get("run_id") or kept.meta.get("source") or "checkpoint")
+    if from_scratch:
+        run_id = f"from-scratch:{run_id}"
+    fraction = float(kept.meta.get("fraction", 0.0))
+    jobs = []
+    for name in names:
+        task = get_task(name)
+        block = next((b for b in blocks if name in b.tasks), blocks[0] if blocks else None)
+        settings = _settings(study, block, name, glue, overrides)
+        family_of(task).check(task, settings)
+        fingerprint = family_of(task).fingerprint(task, settings)
+        if seeds is not None:
+            task_seeds = _seeds(seeds)
+        elif block is not None:
+            task_seeds = block.seeds if task.seeded else block.seeds[:1]
+        else:
+            task_seeds = _seeds(DEFAULT_SEEDS)
+        for seed in task_seeds:
+            jobs.append(plan_job(run_id, fraction, None, task, seed, settings, fingerprint))
+    return jobs
+
+
+def _settings(
+    study: StudySpec | None,
+    block: FinetuneSpec | None,
+    task: str,
+    glue: str | None,
+    overrides: dict[str, Any],
+) -> TaskSettings:
+    from dataclasses import replace
+
+    from electra_ablate.evaluation.task import TaskSettings
+    from electra_ablate.spec import task_settings
+
+    if study is not None and block is not None:
+        settings = task_settings(study, block, task)
+    elif study is not None:
+        settings = TaskSettings(sources=study.data.model_dump(mode="json"), spec_dir=study.spec_dir)
+    else:
+        settings = TaskSettings(sources={"glue": _glue_source(glue)}, spec_dir=Path.cwd())
+    if glue is not None:
+        settings = replace(settings, sources={**settings.sources, "glue": glue})
+    if overrides:
+        settings = replace(settings, recipe=_recipe(settings.recipe, overrides))
+    return settings
+
+
+# --------------------------------------------------------------------------------- running
 def finetune_checkpoint(
-    checkpoint: str | Path,
-    tasks: list[str],
-    seeds: list[int],
-    glue: str,
-    recipe: FinetuneRecipe,
-    device: str,
-    from_scratch: bool = False,
+    kept: LoadedKept, jobs: list[EvaluationJob], device: str, from_scratch: bool = False
 ) -> dict[str, Any]:
-    """Every task x seed fine-tune of one checkpoint, summarised per task and metric.
+    """Every job of one checkpoint, summarised per task and metric, with each family's score.
 
     ``from_scratch`` keeps the checkpoint's architecture and tokenizer but draws fresh weights
-    (seeded), so the same command measures what pre-training bought over none.
+    (``evaluation.run.fresh_kept``, the study's baseline), so the same command measures what
+    pre-training bought over none.
     """
-    import torch
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from electra_ablate.data.glue import encode_glue, load_glue_task
-    from electra_ablate.finetune import supported_max_len
-    from electra_ablate.metrics import glue_score
-    from electra_ablate.model import init_weights
+    from electra_ablate.evaluation.run import fresh_kept, run_job
+    from electra_ablate.kept import LoadedKept
 
-    kept = load_checkpoint(str(checkpoint))
     if from_scratch:
-        torch.manual_seed(0)
-        std = kept.model.encoder.cfg.initializer_range
-        kept.model.encoder.apply(partial(init_weights, std=std))
-        kept.model.head.apply(partial(init_weights, std=std))
-    if not (kept.tokenizer_dir / "tokenizer.json").is_file():
-        raise InputError(f"checkpoint {checkpoint} has no tokenizer.json to encode GLUE with")
-    max_len = supported_max_len(recipe, kept.model.encoder.cfg)
+        fresh = fresh_kept(kept.model.encoder.cfg)
+        zero = {"step": 0, "flops_paper": 0.0, "flops_standard": 0.0}
+        kept = LoadedKept(fresh, {**kept.meta, **zero}, kept.tokenizer_dir)
     err = Console(stderr=True)
     columns = (TextColumn("{task.description}"), BarColumn(), TimeRemainingColumn())
-    per_task: dict[str, Any] = {}
+    records: dict[str, list[dict[str, Any]]] = {}
     with Progress(*columns, console=err, disable=not err.is_terminal, transient=True) as bar:
-        for name in tasks:
-            splits = load_glue_task(glue, name)
-            encoded = encode_glue(
-                name, splits, kept.tokenizer_dir, max_len=max_len, train_cap=recipe.cap_for(name)
-            )
-            runs = [_finetune_one(kept, encoded, recipe, seed, device, bar) for seed in seeds]
-            per_task[name] = _summarise(name, runs, len(encoded.validation["label"]))
-    headlines = {name: t["metrics"][t["headline"]]["median"] for name, t in per_task.items()}
+        for job in jobs:
+            line = bar.add_task(f"{job.task} seed {job.seed}", total=None)
+
+            def advance(done: int, total: int, line: Any = line) -> None:
+                bar.update(line, completed=done, total=total)
+
+            record = run_job(job, device, kept=kept, progress=advance)
+            bar.remove_task(line)
+            if record["status"] == "failed":
+                raise AblateError(f"{job.task} seed {job.seed}: {record['message']}")
+            records.setdefault(job.task, []).append(record)
+    per_task = {task: _summarise(task, runs) for task, runs in records.items()}
     return {
-        "checkpoint": str(checkpoint),
-        "source": kept.meta.get("source", str(checkpoint)),
+        "source": kept.meta.get("source", str(kept.tokenizer_dir)),
         "objective": kept.meta.get("objective"),
-        "glue": glue,
-        "seeds": seeds,
+        "seeds": sorted({job.seed for job in jobs}),
         "device": device,
         "from_scratch": from_scratch,
-        "recipe": recipe.model_dump(),
+        "settings": {job.task: _shown(job.settings) for job in jobs},
         "tasks": per_task,
-        "glue_score": glue_score(headlines) if set(headlines) - {"wnli"} else None,
+        "scores": family_scores(per_task),
     }
 
 
@@ -172,44 +312,76 @@ def load_checkpoint(checkpoint: str) -> LoadedKept:
     )
 
 
-def _finetune_one(
-    kept: LoadedKept,
-    encoded: EncodedGlue,
-    recipe: FinetuneRecipe,
-    seed: int,
-    device: str,
-    bar: Progress,
-) -> dict[str, float]:
-    from electra_ablate.finetune import finetune_task
+def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
+    from electra_ablate.metrics import summarise_seeds
 
-    job = bar.add_task(f"{encoded.task.name} seed {seed}", total=None)
-
-    def advance(done: int, total: int) -> None:
-        bar.update(job, completed=done, total=total)
-
-    task, train, dev = encoded.task, encoded.train, encoded.validation
-    result = finetune_task(kept, task, train, dev, recipe, seed, device, progress=advance)
-    bar.remove_task(job)
-    return result
-
-
-def _summarise(task: str, runs: list[dict[str, float]], eval_examples: int) -> dict[str, Any]:
-    from electra_ablate.metrics import headline_metric, summarise_seeds
-
-    metrics = [key for key in runs[0] if key not in RUN_FIELDS]
+    done = [r for r in records if r["status"] == "done"]
+    if not done:
+        return {"skipped": records[0]["message"], "job_ids": [r["job_id"] for r in records]}
+    runs = [r["metrics"] for r in done]
     return {
-        "headline": headline_metric(task),
-        "train_examples": int(runs[0]["train_examples"]),
-        "eval_examples": eval_examples,
-        "epochs": int(runs[0]["epochs"]),
-        "wall_seconds": sum(run["wall_seconds"] for run in runs),
+        "headline": get_task(task).headline,
+        **{k: runs[0][k] for k in ("train_examples", "eval_examples", "epochs") if k in runs[0]},
+        "wall_seconds": sum(run.get("wall_seconds", 0.0) for run in runs),
+        "job_ids": [r["job_id"] for r in done],
         "metrics": {
             metric: {
                 **summarise_seeds([r[metric] for r in runs]),
                 "values": [r[metric] for r in runs],
             }
-            for metric in metrics
+            for metric in runs[0]
+            if metric not in RECORD_FIELDS
         },
+    }
+
+
+def family_scores(per_task: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each family's score from the tasks' medians: ``electra_ablate.results``' paper
+    aggregation (each task's median over seeds, then the mean), per family."""
+    import polars as pl
+
+    from electra_ablate.evaluation.task import describe_family, family_of, get_task
+    from electra_ablate.results import paper_scores
+
+    rows = []
+    for name, summary in per_task.items():
+        if "metrics" not in summary:
+            continue
+        task = get_task(name)
+        for value in summary["metrics"][task.headline]["values"]:
+            in_aggregate = family_of(task).in_aggregate(task)
+            rows.append(
+                {"family": task.family, "task": name, "in_aggregate": in_aggregate, "value": value}
+            )
+    if not rows:
+        return {}
+    frame = pl.DataFrame(rows).with_columns(
+        pl.lit("checkpoint").alias("label"),
+        pl.lit("checkpoint").alias("objective"),
+        pl.lit(0.0).alias("checkpoint_fraction"),
+        pl.lit(0.0).alias("flops_paper"),
+        pl.lit(0.0).alias("flops_standard"),
+    )
+    scores = {}
+    for row in paper_scores(frame).iter_rows(named=True):
+        family = describe_family(row["family"])
+        left_out = sorted(
+            {r["task"] for r in rows if r["family"] == family.name and not r["in_aggregate"]}
+        )
+        scores[family.name] = {
+            "name": family.aggregate,
+            "value": row["score_paper"],
+            "left_out": left_out,
+        }
+    return scores
+
+
+def _shown(settings: TaskSettings) -> dict[str, Any]:
+    return {
+        "recipe": settings.recipe.model_dump(mode="json"),
+        "eval_cap": settings.eval_cap,
+        "params": dict(settings.params),
     }
 
 
@@ -223,33 +395,37 @@ def _print_table(report: dict[str, Any]) -> None:
     table.add_column(f"min–max ({n_seeds} seeds)", justify="right")
     table.add_column("train examples", justify="right")
     for name, task in report["tasks"].items():
+        if "metrics" not in task:
+            table.add_row(name, "skipped", "", "", task["skipped"])
+            continue
         ordered = sorted(task["metrics"], key=lambda m: m != task["headline"])
         for i, metric in enumerate(ordered):
             s = task["metrics"][metric]
+            trained = f"{task['train_examples']} × {task['epochs']} ep" if "epochs" in task else ""
             table.add_row(
                 name if i == 0 else "",
                 metric + (" *" if metric == task["headline"] else ""),
                 f"{s['median']:.1f}",
                 f"{s['min']:.1f}–{s['max']:.1f}",
-                f"{task['train_examples']} × {task['epochs']} ep" if i == 0 else "",
+                trained if i == 0 else "",
             )
     console = Console()
     origin = report["source"] + (f" ({report['objective']})" if report["objective"] else "")
     scratch = ", re-initialised (--from-scratch)" if report["from_scratch"] else ""
     console.print(f"{origin}{scratch}", highlight=False)
+    if report["spec"]:
+        console.print(f"as in the study: {report['spec']}", highlight=False)
     console.print(table)
-    if report["glue_score"] is not None:
-        console.print(f"GLUE score (mean of * medians, WNLI excluded): {report['glue_score']:.1f}")
+    for score in report["scores"].values():
+        if score["name"] is None:
+            continue
+        left_out = f", {', '.join(score['left_out'])} left out" if score["left_out"] else ""
+        console.print(f"{score['name']} (mean of * medians{left_out}): {score['value']:.1f}")
 
 
+# ---------------------------------------------------------------------------------- options
 def _split(raw: str) -> list[str]:
     return [part.strip() for part in raw.split(",") if part.strip()]
-
-
-def _known_tasks(names: list[str]) -> list[str]:
-    if not names:
-        raise InputError("--tasks is empty")
-    return [glue_task(name).name for name in names]
 
 
 def _seeds(raw: str) -> list[int]:
@@ -282,9 +458,9 @@ def _caps(raw: str, tasks: list[str]) -> dict[str, int]:
         raise InputError(f"--cap {raw!r}: give N or task=N,task=N with whole numbers") from None
 
 
-def _recipe(
+def _recipe_overrides(
     cap: str | None, epochs: int | None, lr: float | None, tasks: list[str]
-) -> FinetuneRecipe:
+) -> dict[str, Any]:
     overrides: dict[str, Any] = {}
     if cap is not None:
         overrides["train_caps"] = _caps(cap, tasks)
@@ -292,10 +468,24 @@ def _recipe(
         overrides |= {"epochs": epochs, "task_epochs": {}}
     if lr is not None:
         overrides["lr"] = lr
+    if overrides:
+        _recipe(None, overrides)  # a bad value is the user's to fix
+    return overrides
+
+
+def _recipe(base: FinetuneRecipe | None, overrides: dict[str, Any]) -> FinetuneRecipe:
     from pydantic import ValidationError
 
+    from electra_ablate.finetune.recipe import FinetuneRecipe
+
+    values = base.model_dump() if base is not None else {}
+    if "train_caps" in overrides:
+        overrides = {
+            **overrides,
+            "train_caps": {**values.get("train_caps", {}), **overrides["train_caps"]},
+        }
     try:
-        return FinetuneRecipe(**overrides)
+        return FinetuneRecipe(**{**values, **overrides})
     except ValidationError as exc:
         error = exc.errors()[0]
         raise InputError(f"--{error['loc'][0]}: {error['msg']}") from None

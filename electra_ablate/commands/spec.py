@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
         data_check: bool = typer.Option(
             True,
             "--data-check/--no-data-check",
-            help="also check ${VARS}, corpus paths and GLUE folders (skip to validate a spec "
+            help="also check ${VARS}, corpus paths and task data (skip to validate a spec "
             "meant for another machine)",
         ),
     ) -> None:
@@ -28,7 +28,8 @@ def register(app: typer.Typer) -> None:
 
         study = load_spec(spec, parse_set_options(set_), check_data=data_check)
         variants = f", {len(study.variants)} variant(s)" if study.variants else ""
-        tasks = ", ".join(study.finetune.tasks) if study.finetune else "none (pre-training only)"
+        names = [task for block in study.evaluation_blocks() for task in block.tasks]
+        tasks = ", ".join(names) or "none (pre-training only)"
         typer.echo(
             f"{spec}: valid — study {study.name!r}, {len(study.objectives)} objective(s)"
             f"{variants}, preset {study.backbone.preset}, tasks {tasks}"

@@ -1,4 +1,6 @@
-"""GLUE tasks: the registry, loading (hub, hub-parquet folder or classic GLUE tsv), encoding.
+"""GLUE data: loading (hub, hub-parquet folder or classic GLUE tsv), fingerprinting, encoding.
+
+The tasks themselves (fields, labels, layouts, metrics) are ``electra_ablate.evaluation.glue``.
 
 Whatever the source, a task loads as ``{"train", "validation"}`` datasets with the hub's column
 names and types (text columns, ``label`` int64 or float32 for STS-B, ``idx`` int32), so the
@@ -20,9 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from electra_ablate.data.paths import file_hash, resolve_path
-from electra_ablate.data.tasks import GLUE_TASKS, GlueTask, glue_task
 from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.errors import DataError
+from electra_ablate.evaluation.glue import GLUE_TASKS, GlueTask, glue_task
 
 __all__ = ["GLUE_TASKS", "GlueTask", "glue_task", "load_glue_task", "encode_glue"]
 
@@ -200,7 +202,7 @@ class EncodedGlue:
     train: dict[str, Any]
     validation: dict[str, Any]
     train_rows: int
-    """Rows in the full train split, before ``train_cap``."""
+    """Rows in the train split."""
 
 
 def encode_glue(
@@ -208,22 +210,14 @@ def encode_glue(
     splits: dict[str, datasets.Dataset],
     tokenizer_dir: Path,
     max_len: int = 128,
-    train_cap: int | None = None,
-    seed: int = 0,
 ) -> EncodedGlue:
-    """Tokenise both splits, truncating the longer text first to ``max_len`` incl. specials.
-
-    ``train_cap`` keeps a seeded random subset of the train rows, in their original order.
-    """
+    """Tokenise both splits whole, truncating the longer text first to ``max_len`` incl.
+    specials (caps are applied by fine-tuning: ``finetune.Examples.capped``)."""
     spec = glue_task(task)
     tokenizer = load_tokenizer(tokenizer_dir)
     tokenizer.enable_truncation(max_length=max_len, strategy="longest_first")
-    train = splits["train"]
-    if train_cap is not None and train_cap < len(train):
-        keep = np.random.default_rng(seed).choice(len(train), train_cap, replace=False)
-        train = train.select(np.sort(keep))
     encoded = {}
-    for name, dataset in (("train", train), ("validation", splits["validation"])):
+    for name, dataset in (("train", splits["train"]), ("validation", splits["validation"])):
         columns = dataset[:]
         texts = [columns[field] for field in spec.text_fields]
         inputs = list(zip(*texts, strict=True)) if len(texts) == 2 else texts[0]

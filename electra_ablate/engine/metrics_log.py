@@ -25,13 +25,16 @@ def tensorboard_writer(directory: Path):  # -> torch.utils.tensorboard.SummaryWr
 
 
 def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
-    """A finished fine-tune's dev metrics in the run's TensorBoard folder, at the pre-training
-    step of its checkpoint, so GLUE curves sit beside the pre-training curves."""
+    """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
+    step of its checkpoint, so GLUE (or any family's) curves sit beside the pre-training ones."""
+    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
+
     board = tensorboard_writer(directory)
+    family = get_task(record["task"]).family
     for metric, value in record["metrics"].items():
-        if metric in ("train_examples", "epochs", "train_seconds", "wall_seconds"):
+        if metric in RECORD_FIELDS:
             continue
-        tag = f"glue/{record['task']}/{metric}/seed{record['seed']}"
+        tag = f"{family}/{record['task']}/{metric}/seed{record['seed']}"
         board.add_scalar(tag, value, record["step"])
     board.close()
 

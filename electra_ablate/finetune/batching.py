@@ -43,9 +43,9 @@ class Examples:
         )
 
     def capped(self, cap: int | None) -> Examples:
-        """A random subset of ``cap`` examples drawn with a fixed seed, so every fine-tuning
-        seed and every checkpoint trains on the same data (the same rows as
-        ``encode_glue(..., train_cap=cap, seed=0)`` keeps, so capping twice changes nothing)."""
+        """A random subset of ``cap`` examples drawn with a fixed seed, in their original order,
+        so every fine-tuning seed and every checkpoint trains on the same data; the one place
+        any cap (training or evaluation, study or ``ablate finetune``) is applied."""
         if cap is None or cap >= len(self):
             return self
         keep = np.sort(np.random.default_rng(0).choice(len(self), size=cap, replace=False))

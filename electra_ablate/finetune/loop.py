@@ -1,4 +1,4 @@
-"""Fine-tune a kept encoder on one GLUE task with one seed and score it on the dev set."""
+"""Fine-tune a kept encoder on one task with one seed; the task scores the dev predictions."""
 
 from __future__ import annotations
 
@@ -24,7 +24,6 @@ from electra_ablate.finetune.batching import (
 from electra_ablate.finetune.classifier import GlueClassifier, layerwise_param_groups
 from electra_ablate.finetune.recipe import FinetuneRecipe
 from electra_ablate.kept import LoadedKept
-from electra_ablate.metrics import task_metrics
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
@@ -33,7 +32,8 @@ Progress = Callable[[int, int], None]
 
 
 class TaskInfo(Protocol):
-    """What fine-tuning needs to know about a task (``data.glue.GlueTask`` provides it)."""
+    """What fine-tuning needs of a task (``evaluation.finetuned.FinetunedTask`` provides it):
+    its outputs, and how to score predictions (so this loop never knows which task it runs)."""
 
     @property
     def name(self) -> str: ...
@@ -43,6 +43,8 @@ class TaskInfo(Protocol):
 
     @property
     def is_regression(self) -> bool: ...
+
+    def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]: ...
 
 
 def supported_max_len(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int:
@@ -60,7 +62,7 @@ def finetune_task(
     device: str | torch.device = "cpu",
     progress: Progress | None = None,
 ) -> dict[str, float]:
-    """Every dev metric of ``task`` (0-100 scale) plus ``train_examples``, ``epochs``,
+    """Every dev metric ``task.score`` gives (0-100 scale) plus ``train_examples``, ``epochs``,
     ``train_seconds`` and ``wall_seconds``.
 
     Examples are anything ``as_examples`` accepts, already truncated to ``supported_max_len``.
@@ -90,7 +92,7 @@ def finetune_task(
         raise TrainingDiverged(f"fine-tuning {task.name} (seed {seed}) gave non-finite outputs")
     predictions = outputs[:, 0] if task.is_regression else outputs.argmax(axis=1)
     return {
-        **task_metrics(task.name, predictions, evaluation.labels),
+        **task.score(predictions, evaluation.labels),
         "train_examples": len(train),
         "epochs": recipe.epochs_for(task.name),
         "train_seconds": train_seconds,

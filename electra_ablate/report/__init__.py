@@ -7,7 +7,8 @@ seed-to-seed spread, where each objective stands against no pre-training, and wh
 left its prior. An author's reading goes in through ``--notes``.
 
 - ``header``: provenance, recipe, deviations from the paper;
-- ``glue``: the GLUE sections (and ``summary.csv`` beside ``report.md``);
+- ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
+  ``summary.csv`` beside ``report.md``);
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
 - ``plots``: the figures.
 """
@@ -22,23 +23,26 @@ import polars as pl
 
 from electra_ablate import paper
 from electra_ablate.errors import InputError
-from electra_ablate.report.glue import checkpoint_section, final_section
+from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
 from electra_ablate.report.plots import (
     label_colors,
-    plot_glue_vs_flops,
     plot_pretrain_curves,
+    plot_scores_vs_flops,
     plot_task_scores,
 )
-from electra_ablate.report.pretraining import PANELS, SMOOTHING, diagnostics_section
+from electra_ablate.report.pretraining import SMOOTHING, curve_panel_specs, diagnostics_section
+from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.results import (
     RESULTS_FILE,
     complete_runs,
+    families_in_order,
+    family_scores,
     final_fraction,
-    glue_scores,
     labels_in_order,
-    paper_glue_scores,
+    of_family,
+    paper_scores,
     pretraining_only_summary,
     read_results,
     summary_table,
@@ -69,7 +73,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     runs = complete_runs(runs) if runs is not None else None
     metrics = read_optional_table(run_dir / PRETRAIN_METRICS_FILE)
     # a pre-training-only study, or one collected before any fine-tune (or any run) finished,
-    # has no GLUE rows
+    # has no evaluation rows
     no_glue = (metrics is not None or runs is not None) and not has_rows(run_dir / RESULTS_FILE)
     results = None if no_glue else read_results(run_dir)
     pretrained = (
@@ -79,26 +83,38 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     labels = ordered_labels(results, runs, metrics)
     writable_folder(out_dir)
     sections = [header(study, run_dir, results, runs)]
-    final_glue = None
+    first_scores, families = None, []
     if pretrained is not None and pretrained.is_empty():  # every run failed or is pending
         sections.append(nothing_finished_section(runs))
     elif results is not None:
-        glue, paper_glue, tasks = (
-            glue_scores(results),
-            paper_glue_scores(results),
-            task_scores(results),
-        )
+        scores, papers, tasks = family_scores(results), paper_scores(results), task_scores(results)
         final = final_fraction(results)
         colors = label_colors([x for x in labels if not is_baseline(results, x)])
-        plot_glue_vs_flops(glue, colors, out_dir)
-        plot_task_scores(tasks, colors, out_dir)
-        write_summary(glue, out_dir / SUMMARY_FILE)
-        sections.append(final_section(results, glue, paper_glue, tasks, labels, final))
+        order = families_in_order(results)
+        write_csv(summary_table(scores, order), out_dir / SUMMARY_FILE)
+        families = [describe_family(name) for name in order]
+        finals, checkpoints = [], []
+        for family in families:
+            own = (of_family(frame, family.name) for frame in (results, scores, papers, tasks))
+            rows, family_scores_, family_papers, family_tasks = own
+            if family.aggregate is not None:
+                plot_scores_vs_flops(family, family_scores_, colors, out_dir)
+            plot_task_scores(family, family_tasks, colors, out_dir)
+            finals.append(
+                final_section(
+                    family, rows, family_scores_, family_papers, family_tasks, labels, final
+                )
+            )
+            checkpoints.append(
+                checkpoint_section(family, family_scores_, family_papers, family_tasks, labels)
+            )
+            if first_scores is None and family.aggregate is not None and family_scores_.height:
+                at_end = family_scores_.filter(pl.col("checkpoint_fraction") == final)
+                first_scores = (family, at_end)
+        sections += finals
         if discussion:
             sections.append(discussion)
-        sections.append(checkpoint_section(glue, paper_glue, tasks, labels))
-        at_end = glue.filter(pl.col("checkpoint_fraction") == final)
-        final_glue = {row["label"]: score(row) for row in at_end.iter_rows(named=True)}
+        sections += [c for c in checkpoints if c]
     else:
         if runs is not None and runs.height:
             fractions = study.get("budget", {}).get("checkpoints") or [1.0]
@@ -106,14 +122,21 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if discussion:
             sections.append(discussion)
     if metrics is not None and metrics.height:
-        plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, PANELS, SMOOTHING)
-        diagnostics = diagnostics_section(metrics, labels, final_glue)
-        sections.append("\n\n".join([diagnostics, *curve_notes(runs)]))
+        panels = curve_panel_specs(metrics)
+        plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, panels, SMOOTHING)
+        final_scores = None
+        if first_scores is not None:
+            family, at_end = first_scores
+            final_scores = (
+                family.title,
+                {row["label"]: score(row) for row in at_end.iter_rows(named=True)},
+            )
+        sections.append(diagnostics_section(metrics, labels, final_scores))
     sections.append(runs_section(runs, labels))
     if kept := kept_section(run_dir):
         sections.append(kept)
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
-    sections.append(paper_section(objectives))
+    sections.append(paper_section(objectives, families))
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
@@ -134,7 +157,7 @@ def writable_folder(folder: Path) -> None:
 
 
 def nothing_finished_section(runs: pl.DataFrame | None) -> str:
-    """In place of the GLUE results when no pre-training run has finished."""
+    """In place of the results when no pre-training run has finished."""
     counts = "none"
     if runs is not None:
         pretrained = runs.filter(pl.col("objective") != BASELINE_OBJECTIVE)
@@ -143,7 +166,7 @@ def nothing_finished_section(runs: pl.DataFrame | None) -> str:
     return (
         "## Results\n\nNo pre-training run finished "
         f"(runs: {counts}), so there is no pre-trained encoder to compare; only the "
-        "no-pre-training baseline may have GLUE scores. The runs table below says why."
+        "no-pre-training baseline may have scores. The runs table below says why."
     )
 
 
@@ -197,8 +220,11 @@ def ordered_labels(
     ranked: list[str] = []
     if results is not None:
         pretrained = results.filter(pl.col("objective") != BASELINE_OBJECTIVE)
-        if pretrained.height:
-            ranked = list(labels_in_order(glue_scores(pretrained), final_fraction(pretrained)))
+        scores = family_scores(pretrained)
+        if scores.height:  # by the first family with a score, in the study's order
+            present = set(scores["family"].to_list())
+            first = next(f for f in families_in_order(pretrained) if f in present)
+            ranked = list(labels_in_order(of_family(scores, first), final_fraction(pretrained)))
     seen: list[str] = []
     for frame in (runs, metrics, results):
         if frame is not None:
@@ -222,10 +248,6 @@ def curve_colors(metrics: pl.DataFrame, labels: list[str]) -> dict[str, tuple]:
     if "variant" in metrics.columns and metrics["variant"].null_count() < metrics.height:
         return label_colors(metrics["variant"].drop_nulls().unique(maintain_order=True).to_list())
     return label_colors([x for x in labels if x in set(metrics["label"].to_list())])
-
-
-def write_summary(glue: pl.DataFrame, path: Path) -> None:
-    write_csv(summary_table(glue), path)
 
 
 def write_csv(frame: pl.DataFrame, path: Path) -> None:
@@ -322,8 +344,12 @@ def status_cell(row: dict[str, Any]) -> str:
     return f"{row['status']}, **diverged**" if row.get("diverged") else row["status"]
 
 
-def paper_section(objectives: set[str]) -> str:
-    points = [f"- Table 5: {paper.TABLE5_SOURCE}."]
+def paper_section(objectives: set[str], families: list[TaskFamily]) -> str:
+    points = [
+        f"- {family.published_label}: {family.published_source}."
+        for family in families
+        if family.published_source
+    ]
     for objective, findings in paper.FINDINGS.items():
         if objective in objectives:
             points += [f"- {finding}" for finding in findings]

@@ -11,6 +11,7 @@ import polars as pl
 
 from electra_ablate.config import preset
 from electra_ablate.finetune.recipe import FinetuneRecipe
+from electra_ablate.objective import params_departures
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -56,10 +57,10 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
     if pretrain.get("schedule", "linear") != "linear":
         out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
     for entry in spec.get("objectives", []):
-        if entry.get("name") == "two_stage" and entry.get("params", {}).get("split_by") == "flops":
-            out.append("two-stage splits its budget by FLOPs (the paper: equal steps per stage)")
-    finetune = spec.get("finetune")
-    if finetune:
+        label = entry.get("label") or entry.get("name")
+        for departure in params_departures(entry.get("name", ""), entry.get("params") or {}):
+            out.append(f"`{label}`: {departure}")
+    for finetune in evaluation_blocks(spec):
         paper, ours = FinetuneRecipe(), FinetuneRecipe.model_validate(finetune.get("recipe", {}))
         for task in finetune.get("tasks", []):
             if ours.epochs_for(task) != paper.epochs_for(task):
@@ -72,6 +73,11 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
             if mine != theirs:
                 out.append(f"fine-tuning {field} {mine} (the paper: {theirs})")
     return out
+
+
+def evaluation_blocks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The spec's ``finetune`` and ``evaluation`` sections that are set (``StudySpec``'s)."""
+    return [block for block in (spec.get("finetune"), spec.get("evaluation")) if block]
 
 
 def deviations_text(study: Mapping[str, Any]) -> str:
@@ -99,18 +105,23 @@ def output_bias_text(study: Mapping[str, Any]) -> str:
     return f"data priors for the {', '.join(kinds)} heads, zero elsewhere (an opt-in deviation)"
 
 
-def caps_text(finetune: Mapping[str, Any], results: pl.DataFrame) -> str:
+def caps_text(blocks: list[Mapping[str, Any]], results: pl.DataFrame) -> str:
     """Per task: the caps on training and dev examples, and the training examples used.
 
     Capped fine-tuning is what makes CPU studies possible, and it lowers every score, so the
     report never lets it go unmentioned.
     """
-    caps = {**(finetune.get("recipe") or {}).get("train_caps", {}), **(finetune.get("caps") or {})}
-    eval_caps = finetune.get("eval_caps") or {}
+    caps: dict[str, int] = {}
+    eval_caps: dict[str, int] = {}
+    for block in blocks:
+        caps |= {**(block.get("recipe") or {}).get("train_caps", {}), **(block.get("caps") or {})}
+        eval_caps |= block.get("eval_caps") or {}
     used = results.group_by("task").agg(pl.col("train_examples").max())
     parts = []
     for task in ordered_tasks(results["task"].to_list()):
         n_used = lookup(used, task=task)["train_examples"]
+        if n_used is None:  # a task that trains nothing (a probe on frozen features)
+            continue
         if task in caps:
             text = f"{task}: capped at {caps[task]:,} examples ({n_used:,} used)"
         else:
@@ -160,8 +171,8 @@ def header(
                 )
             )
     if results is not None:
-        finetune = study.get("finetune") or {}
-        pretrained = results.filter(pl.col("objective") != "none")
+        blocks = evaluation_blocks(study)
+        pretrained = results.filter(pl.col("checkpoint_fraction") > 0)  # not baseline, references
         fractions = sorted(set(pretrained["checkpoint_fraction"].to_list()))
         rows += [
             (
@@ -172,8 +183,8 @@ def header(
             ),
             ("Pre-training seeds", ", ".join(map(str, sorted(set(results["pretrain_seed"]))))),
             ("Fine-tuning seeds", ", ".join(map(str, sorted(set(results["finetune_seed"]))))),
-            ("Fine-tuning recipe", inline(finetune.get("recipe"))),
-            ("Training examples per task", caps_text(finetune, results)),
+            ("Fine-tuning recipe", "; ".join(inline(b.get("recipe")) for b in blocks) or NO_VALUE),
+            ("Training examples per task", caps_text(blocks, results)),
         ]
     name = study.get("name") or run_dir.name
     return f"# Study `{name}`\n\n" + table(["", ""], rows)

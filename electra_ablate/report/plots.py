@@ -18,7 +18,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
-from electra_ablate.results import EXCLUDED_FROM_GLUE, ordered_tasks
+from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.objective import KIND_PRIOR, metric_kind
+from electra_ablate.results import ordered_tasks
 from electra_ablate.storage import atomic_file
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
@@ -83,9 +85,10 @@ def grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[Axes]]:
 
 
 def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple]) -> None:
-    """One line per label through the medians, shaded from min to max across seeds; the
-    no-pre-training baseline (FLOPs 0, off a log axis) as a horizontal line with its band."""
-    curves = summary.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    """One line per label through the medians, shaded from min to max across seeds; rows at zero
+    pre-training FLOPs (off a log axis) as horizontal lines: the no-pre-training baseline dashed
+    with its band, a task's reference scorer (a count-based detector) dotted."""
+    curves = summary.filter(pl.col("flops_paper") > 0)
     for label, color in colors.items():
         points = curves.filter(pl.col("label") == label).sort("flops_paper")
         if points.is_empty():
@@ -93,38 +96,45 @@ def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple
         x = points["flops_paper"].to_list()
         ax.fill_between(x, points["min"].to_list(), points["max"].to_list(), color=color, alpha=0.2)
         ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=4)
-    for row in summary.filter(pl.col("objective") == BASELINE_OBJECTIVE).iter_rows(named=True):
-        ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
-        ax.axhline(
-            row["median"], color=BASELINE_COLOR, linestyle="--", linewidth=1.2, label=row["label"]
-        )
+    for row in summary.filter(pl.col("flops_paper") == 0).iter_rows(named=True):
+        if row["objective"] == BASELINE_OBJECTIVE:
+            ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
+            color, style = BASELINE_COLOR, "--"
+        else:
+            color, style = colors.get(row["label"], BASELINE_COLOR), ":"
+        ax.axhline(row["median"], color=color, linestyle=style, linewidth=1.2, label=row["label"])
     # one tick per checkpoint: objectives reach a budget fraction within a step of each other
     ticks = curves.group_by("checkpoint_fraction").agg(pl.col("flops_paper").mean())
     flops_axis(ax, ticks["flops_paper"].to_list())
     ax.grid(True, which="major", alpha=0.3)
 
 
-def plot_glue_vs_flops(
-    glue: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
+def plot_scores_vs_flops(
+    family: TaskFamily, scores: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
 ) -> list[Path]:
+    """One family's score per model against pre-training FLOPs (``<family>_vs_flops``)."""
     fig = Figure(figsize=(6.4, 4.4), layout="constrained")
     ax = fig.subplots()
-    median_with_band(ax, glue, colors)
+    median_with_band(ax, scores, colors)
     ax.set_xlabel(FLOPS_LABEL)
-    ax.set_ylabel("GLUE score (median; band: min–max over seeds)")
+    ax.set_ylabel(f"{family.aggregate} (median; band: min–max over seeds)")
     ax.legend(fontsize="small")
-    return save_figure(fig, out_dir, "glue_vs_flops")
+    return save_figure(fig, out_dir, f"{family.name}_vs_flops")
 
 
-def plot_task_scores(tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path) -> list[Path]:
-    """One panel per task, its headline metric against pre-training FLOPs."""
+def plot_task_scores(
+    family: TaskFamily, tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
+) -> list[Path]:
+    """One panel per task of the family, its headline metric against pre-training FLOPs
+    (``<family>_tasks_vs_flops``)."""
     headline = tasks.filter(pl.col("headline"))
     names = ordered_tasks(headline["task"].to_list())
     fig, axes = grid(len(names))
     for ax, task in zip(axes, names, strict=True):
         rows = headline.filter(pl.col("task") == task)
         median_with_band(ax, rows, colors)
-        note = " — not in GLUE score" if task in EXCLUDED_FROM_GLUE else ""
+        left_out = family.aggregate is not None and not rows["in_aggregate"].any()
+        note = f" — not in {family.aggregate}" if left_out else ""
         ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
     handles = [Line2D([], [], color=c, marker="o", label=label) for label, c in colors.items()]
@@ -133,7 +143,7 @@ def plot_task_scores(tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: 
             Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="no pre-training")
         )
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
-    return save_figure(fig, out_dir, "glue_tasks_vs_flops")
+    return save_figure(fig, out_dir, f"{family.name}_tasks_vs_flops")
 
 
 def curve_panels(
@@ -196,10 +206,9 @@ def plot_pretrain_curves(
                 ax.plot(x, y, "-", color=color, linewidth=1.2)
             else:
                 ax.plot(x, curve[name].to_list(), "o", color=color, markersize=4)
-        if name == "disc_auc":
-            ax.axhline(0.5, color="black", linewidth=0.6, linestyle=":")
-        elif name.endswith("nats_learnt"):
-            ax.axhline(0.0, color="black", linewidth=0.6, linestyle=":")
+        prior = KIND_PRIOR.get(metric_kind(name) or "")
+        if prior is not None:  # where a model that learnt nothing sits
+            ax.axhline(prior, color="black", linewidth=0.6, linestyle=":")
         flops_axis(ax)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")

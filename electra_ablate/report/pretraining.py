@@ -1,9 +1,12 @@
 """The report's pre-training section: whether each model learnt anything, and when.
 
-An MLM is "off the unigram plateau" once its (smoothed) training loss is ``PLATEAU_NATS`` below
-what a frequency-only predictor scores on the same targets; a discriminator "ranks" once its
-training ROC-AUC reaches ``RANKING_AUC``. Those first crossings, in pre-training FLOPs, are the
-learning-speed numbers; final values come from the held-out split at the last checkpoint.
+Which metrics appear, as panels and as columns, is read from their kinds (the objective
+contract's metric-naming convention, ``objective.metric_kind``), never from a list of particular
+objectives' names: a new objective's metrics reach the report by being named (or declared) by
+kind. A metric of a kind with a prior (``nats_learnt`` 0, ``auc`` 0.5) gets the FLOPs at which
+it first left it: an MLM is "off the unigram plateau" once its (smoothed) training nats learnt
+reach ``CROSSING["nats_learnt"]``, a detector "ranks" once its training ROC-AUC reaches
+``CROSSING["auc"]``. Final values come from the held-out split at the last checkpoint.
 """
 
 from __future__ import annotations
@@ -12,29 +15,58 @@ from collections.abc import Sequence
 
 import polars as pl
 
+from electra_ablate.objective import (
+    declared_metric_kinds,
+    metric_kind,
+    split_metric_name,
+)
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 
-PLATEAU_NATS = 0.1
-RANKING_AUC = 0.6
 SMOOTHING = 5  # logged points in the rolling mean of a training curve
 
-# (metric, panel title), in the order the panels are drawn; only metrics a run logged appear.
-# Raw losses are left out: each objective scales its own (ELECTRA's total is MLM + 50 x BCE),
-# and "nats learnt" is the same loss measured against the prior, with a meaningful zero.
-PANELS: tuple[tuple[str, str], ...] = (
-    ("mlm_masked_nats_learnt", "BERT at [MASK] only: nats learnt over unigram"),
-    ("mlm_nats_learnt", "main MLM: nats learnt over unigram"),
-    ("gen_mlm_nats_learnt", "generator MLM: nats learnt over unigram"),
-    ("disc_auc", "discriminator ROC-AUC"),
-    ("disc_nats_learnt", "discriminator: nats learnt over label entropy"),
-    ("gen_entropy", "generator sampling entropy (nats)"),
-    ("gen_kl_unigram", "generator KL from unigram (nats)"),
-    ("replaced_frac", "replaced share of masked tokens"),
-    ("mlm_acc", "main MLM accuracy"),
-    ("gen_mlm_acc", "generator MLM accuracy"),
-    ("all_tokens_acc", "All-Tokens accuracy (every token)"),
-    ("copy_prob", "All-Tokens copy probability"),
-)
+DIAGNOSTIC_KINDS = ("nats_learnt", "auc", "divergence", "entropy", "rate", "accuracy")
+"""Kinds drawn and tabled, in this order. Raw losses are left out: each objective scales its own
+(ELECTRA's total is MLM + 50 x BCE), and "nats learnt" is the same loss measured against the
+prior, with a meaningful zero; precision and recall at logit 0 say little of a detector that
+ranks (DESIGN §5)."""
+
+KIND_TITLES = {
+    "nats_learnt": "nats learnt over the prior",
+    "auc": "ROC-AUC",
+    "divergence": "KL divergence (nats)",
+    "entropy": "entropy (nats)",
+    "rate": "share",
+    "accuracy": "accuracy",
+}
+
+CROSSING = {"nats_learnt": 0.1, "auc": 0.6}
+"""The smoothed training value at which a metric of that kind counts as off its prior."""
+
+INCL_SPECIAL = "incl. [CLS]/[SEP]"
+
+
+def diagnostic_metrics(metrics: pl.DataFrame) -> list[tuple[str, str, bool]]:
+    """``(name, kind, qualified)`` of every logged diagnostic, by kind, then name, each figure
+    over ordinary tokens before its ``_incl_special`` twin."""
+    objectives = metrics["objective"].unique().to_list() if "objective" in metrics.columns else []
+    declared = declared_metric_kinds(objectives)
+    found = []
+    for name in metrics.columns:
+        kind = metric_kind(name, declared)
+        if kind in DIAGNOSTIC_KINDS and metrics[name].null_count() < metrics.height:
+            base, qualified = split_metric_name(name)
+            found.append((DIAGNOSTIC_KINDS.index(kind), base, qualified, name, kind))
+    return [(name, kind, qualified) for *_, qualified, name, kind in sorted(found)]
+
+
+def metric_title(name: str, kind: str, qualified: bool) -> str:
+    suffix = f", {INCL_SPECIAL}" if qualified else ""
+    return f"{split_metric_name(name)[0]}: {KIND_TITLES[kind]}{suffix}"
+
+
+def curve_panel_specs(metrics: pl.DataFrame) -> list[tuple[str, str]]:
+    """``(metric, panel title)`` of every diagnostic a run logged, in ``DIAGNOSTIC_KINDS`` order."""
+    return [(n, metric_title(n, k, q)) for n, k, q in diagnostic_metrics(metrics)]
 
 
 def smoothed(frame: pl.DataFrame, column: str) -> pl.Series:
@@ -68,10 +100,20 @@ def crossing_text(train: pl.DataFrame, column: str, threshold: float) -> str:
 
 
 def diagnostics_section(
-    metrics: pl.DataFrame, labels: Sequence[str], glue: dict[str, str] | None = None
+    metrics: pl.DataFrame,
+    labels: Sequence[str],
+    scores: tuple[str, dict[str, str]] | None = None,
 ) -> str:
-    """One row per run; ``glue`` (label -> final GLUE cell) puts each run's GLUE beside what
-    its pre-training learnt."""
+    """One row per run; ``scores`` (a family's title, and label -> its final score cell) puts
+    each run's evaluation beside what its pre-training learnt."""
+    diagnostics = diagnostic_metrics(metrics)
+    columns: list[tuple[str, str, str | None]] = []  # (header, metric, crossing kind or None)
+    for name, kind, qualified in diagnostics:
+        if qualified:
+            continue  # the report states them in the text; the panels draw them
+        if kind in CROSSING:
+            columns.append((f"{name} ≥ {CROSSING[kind]:g} at", name, kind))
+        columns.append((name, name, None))
     rows = []
     for label in labels:
         run = metrics.filter(pl.col("label") == label)
@@ -82,57 +124,59 @@ def diagnostics_section(
             train = one.filter(pl.col("split") == "train")
             heldout = one.filter(pl.col("split") == "heldout")
             name = label if run["pretrain_seed"].n_unique() == 1 else f"{label} (seed {seed})"
-            rows.append(
-                [
-                    name,
-                    *([glue.get(label, NO_VALUE)] if glue is not None else []),
-                    crossing_text(train, "mlm_nats_learnt", PLATEAU_NATS),
-                    final_value(train, heldout, "mlm_nats_learnt"),
-                    crossing_text(train, "mlm_masked_nats_learnt", PLATEAU_NATS),
-                    final_value(train, heldout, "mlm_masked_nats_learnt"),
-                    crossing_text(train, "gen_mlm_nats_learnt", PLATEAU_NATS),
-                    final_value(train, heldout, "gen_mlm_nats_learnt"),
-                    final_value(train, heldout, "gen_mlm_acc"),
-                    final_value(train, heldout, "gen_entropy"),
-                    final_value(train, heldout, "gen_kl_unigram"),
-                    crossing_text(train, "disc_auc", RANKING_AUC),
-                    final_value(train, heldout, "disc_auc"),
-                    final_value(train, heldout, "disc_nats_learnt"),
-                    final_value(train, heldout, "replaced_frac"),
-                ]
-            )
+            cells = [
+                crossing_text(train, metric, CROSSING[kind])
+                if kind
+                else final_value(train, heldout, metric)
+                for _, metric, kind in columns
+            ]
+            rows.append([name, *([scores[1].get(label, NO_VALUE)] if scores else []), *cells])
     header = [
         "Label",
-        *(["GLUE per model (final)"] if glue is not None else []),
-        f"MLM off plateau at (≥ {PLATEAU_NATS} nats)",
-        "MLM nats learnt",
-        "BERT at [MASK]: off plateau at",
-        "BERT at [MASK]: nats learnt",
-        f"generator off plateau at (≥ {PLATEAU_NATS} nats)",
-        "generator nats learnt",
-        "generator accuracy",
-        "generator entropy",
-        "generator KL from unigram",
-        f"discriminator AUC ≥ {RANKING_AUC} at",
-        "discriminator AUC",
-        "discriminator nats learnt",
-        "replaced share",
+        *([f"{scores[0]} per model (final)"] if scores else []),
+        *(h for h, _, _ in columns),
     ]
+    qualified = [name for name, _, q in diagnostics if q]
     return "\n\n".join(
         [
             "## Pre-training: did each model learn, and when?",
-            "*Nats learnt*: the frequency-only (unigram) loss on the same targets minus the "
-            "model's MLM loss, or the entropy of the replaced/original labels minus the detection "
-            "loss: 0 means the model is still at its prior. BERT's MLM is also scored at its "
-            "[MASK]ed positions alone: the 10% of selected tokens it sees unchanged can be "
-            "predicted by copying, so only the [MASK] positions measure prediction from context, "
-            "as a generator's loss does. *Off plateau at*: the pre-training "
-            f"FLOPs (paper convention) at which the training curve, smoothed over {SMOOTHING} "
-            f"logged points, first reaches {PLATEAU_NATS} nats learnt; *AUC ≥ {RANKING_AUC} at*: "
-            "likewise for the discriminator's ranking of replaced tokens. Final values: held-out "
-            "split at the last checkpoint, smoothed training value in brackets.",
+            "*Nats learnt* (`*_nats_learnt`): the frequency-only (unigram) loss on the same "
+            "targets minus the model's MLM loss, or the entropy of the replaced/original labels "
+            "minus the detection loss: 0 means the model is still at its prior. BERT's MLM is "
+            "also scored at its [MASK]ed positions alone (`mlm_masked_*`): the 10% of selected "
+            "tokens it sees unchanged can be predicted by copying, so only the [MASK] positions "
+            "measure prediction from context, as a generator's loss does. "
+            + detection_scope(metrics, qualified)
+            + f" *≥ x at*: the pre-training FLOPs (paper convention) at which the training "
+            f"curve, smoothed over {SMOOTHING} logged points, first reaches x "
+            f"({CROSSING['nats_learnt']:g} nats learnt: off the plateau; AUC "
+            f"{CROSSING['auc']:g}: ranks replacements). Final values: held-out split at the "
+            "last checkpoint, smoothed training value in brackets.",
             table(header, rows),
             figure("Pre-training diagnostics vs FLOPs", "pretrain_curves"),
             "Solid: training batches, smoothed; dots: held-out split at checkpoints.",
         ]
+    )
+
+
+def detection_scope(metrics: pl.DataFrame, qualified: list[str]) -> str:
+    """Which positions a detector's AUC and nats learnt are scored over, in these runs."""
+    if qualified:
+        return (
+            "A detector's ROC-AUC and nats learnt are scored over ordinary tokens, the "
+            "positions a replacement could hit ([CLS] and [SEP], never replaced, left out); the "
+            f"same figures over every scored position are labelled *{INCL_SPECIAL}* "
+            f"({', '.join(f'`{n}`' for n in qualified)})."
+        )
+    detects = any(
+        metric_kind(name) == "auc" and metrics[name].null_count() < metrics.height
+        for name in metrics.columns
+    )
+    if not detects:
+        return ""
+    return (
+        "These runs were logged before detection metrics left out [CLS] and [SEP]: their "
+        "ROC-AUC and nats learnt are over every scored position, "
+        f"{INCL_SPECIAL} (a detector that knows only that those are never replaced scores "
+        "AUC about 0.51 there)."
     )

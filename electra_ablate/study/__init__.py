@@ -1,7 +1,7 @@
 """Running a study: a spec becomes units of work, executed, cached, resumable, tabulated.
 
-- ``units``: what a study is made of (pre-training runs, baselines, fine-tune jobs) and their
-  identities;
+- ``units``: what a study is made of (pre-training runs, baselines) and their identities; their
+  evaluations are ``electra_ablate.evaluation.run.EvaluationJob``s;
 - ``context``: the spec resolved into units, with the data each needs;
 - ``execute``: doing one unit or job, recording its outcome;
 - ``workers``: sharing units out to processes, with one progress line for the study;
@@ -13,11 +13,10 @@
 from electra_ablate.study.context import Study, resolve_device
 from electra_ablate.study.estimate import StudyEstimate, estimate_study
 from electra_ablate.study.runner import run_study
-from electra_ablate.study.units import BaselineUnit, FinetuneJob, RunUnit, config_hash
+from electra_ablate.study.units import BaselineUnit, RunUnit, config_hash
 
 __all__ = [
     "BaselineUnit",
-    "FinetuneJob",
     "RunUnit",
     "Study",
     "StudyEstimate",

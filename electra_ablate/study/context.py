@@ -16,27 +16,26 @@ import torch
 
 from electra_ablate.config import BackboneConfig
 from electra_ablate.data.batches import column_matrix
-from electra_ablate.data.glue import (
-    EncodedGlue,
-    check_glue_task,
-    encode_glue,
-    glue_task_fingerprint,
-    load_glue_task,
-)
 from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.plan import plan_run
 from electra_ablate.errors import InputError
-from electra_ablate.finetune import supported_max_len
+from electra_ablate.evaluation.run import (
+    EvaluationJob,
+    plan_job,
+    plan_reference_job,
+    reference_run_id,
+)
+from electra_ablate.evaluation.task import Task, TaskSettings, family_of, get_task
 from electra_ablate.flops import training_flops
 from electra_ablate.layout import StudyLayout
 from electra_ablate.objective import Objective, build_objective, init_output_biases
-from electra_ablate.spec import ObjectiveEntry, StudySpec
+from electra_ablate.spec import ObjectiveEntry, StudySpec, task_settings
 from electra_ablate.study.units import (
     BASELINE_LABEL,
     IDENTITY_EXCLUDED,
     BaselineUnit,
-    FinetuneJob,
+    ReferenceUnit,
     RunUnit,
     Unit,
     config_hash,
@@ -55,12 +54,12 @@ def resolve_device(requested: str) -> torch.device:
 
 @dataclass
 class VariantData:
-    """Tokenizer, packed sequences, token statistics and encoded GLUE of one data setting."""
+    """Tokenizer, packed sequences, token statistics and task data fingerprints of one data
+    setting."""
 
     data: PretrainingData
     vocab: Vocab
-    glue: dict[str, EncodedGlue] = field(default_factory=dict)
-    glue_fingerprints: dict[str, str] = field(default_factory=dict)  # per task, for job ids
+    task_fingerprints: dict[str, str] = field(default_factory=dict)  # per task, for job ids
 
     @property
     def fingerprint(self) -> str:
@@ -91,19 +90,27 @@ class Study:
     # ------------------------------------------------------------------- planning
     def prepare(self, progress: bool = False) -> list[Unit]:
         """Every unit of the study, in spec order: per variant, each objective at each seed,
-        then its no-pre-training baseline. Missing GLUE tasks fail here, before any compute."""
+        then its no-pre-training baseline, then the reference scorers its tasks declare.
+        Missing task data fails here, before any compute."""
         units: list[Unit] = []
         for variant, spec in self.spec.variant_specs():
             data = self.data(spec, progress)
-            if spec.finetune is not None:
-                for task in spec.finetune.tasks:
-                    check_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
+            references: list[str] = []
+            for block in spec.evaluation_blocks():
+                for name in block.tasks:
+                    task = get_task(name)
+                    family_of(task).check(task, task_settings(spec, block, name))
+                    references += [r for r in task.references if r not in references]
             budget = self.budget_flops(spec)
             for entry in spec.objectives:
                 for seed in spec.pretrain.seeds:
                     units.append(self.run_unit(variant, spec, entry, seed, budget))
-            if spec.finetune is not None and spec.finetune.baseline:
+            if any(block.baseline for block in spec.evaluation_blocks()):
                 units.append(self.baseline_unit(variant, spec, data))
+            for reference in references:
+                reference_id = reference_run_id(reference, data.fingerprint)
+                layout = self.layout.reference(variant_label(reference, variant), reference_id)
+                units.append(ReferenceUnit(variant, spec, reference, reference_id, layout))
         return units
 
     def run_unit(
@@ -156,39 +163,59 @@ class Study:
             budget.convention,
         )
 
-    def glue_fingerprint(self, spec: StudySpec, task: str) -> str:
-        known = self.data(spec).glue_fingerprints
-        if task not in known:
-            known[task] = glue_task_fingerprint(spec.data.glue, task, spec_dir=spec.spec_dir)
-        return known[task]
+    def task_fingerprint(self, spec: StudySpec, task: Task, settings: TaskSettings) -> str:
+        """The task data's fingerprint, computed once per data setting."""
+        known = self.data(spec).task_fingerprints
+        if task.name not in known:
+            known[task.name] = family_of(task).fingerprint(task, settings)
+        return known[task.name]
 
-    def jobs(self, unit: Unit, ready_only: bool = True) -> list[FinetuneJob]:
-        """The unit's fine-tunes; ``ready_only`` leaves out checkpoints the unit has not reached
-        (a run that failed before them). A finished unit has reached all of them, even where
-        its kept encoder is missing: its fine-tunes on disk are never dropped."""
-        finetune = unit.spec.finetune
-        if finetune is None:
-            return []
-        recipe = finetune.resolved_recipe()
-        generic = recipe.model_dump(mode="json", exclude={"train_caps", "task_epochs"})
+    def jobs(self, unit: Unit, ready_only: bool = True) -> list[EvaluationJob]:
+        """The unit's evaluations: per evaluation block, checkpoint, task and seed (a task with
+        no seed once); ``ready_only`` leaves out checkpoints the unit has not reached (a run that
+        failed before them). A finished unit has reached all of them, even where its kept encoder
+        is missing: its evaluations on disk are never dropped."""
+        if isinstance(unit, ReferenceUnit):
+            return self.reference_jobs(unit)
         jobs = []
-        for fraction in unit.fractions():
-            if ready_only and not (unit.done or (unit.kept_dir(fraction) / "kept.json").exists()):
-                continue
-            for task in finetune.tasks:
-                for seed in finetune.seeds:
-                    identity = {
-                        "run_id": unit.run_id,
-                        "fraction": fraction,
-                        "task": task,
-                        "seed": seed,
-                        "recipe": generic,
-                        "train_cap": recipe.cap_for(task),
-                        "epochs": recipe.epochs_for(task),
-                        "eval_cap": finetune.eval_caps.get(task),
-                        "glue": self.glue_fingerprint(unit.spec, task),
-                    }
-                    jobs.append(FinetuneJob(config_hash(identity), unit, fraction, task, seed))
+        for block in unit.spec.evaluation_blocks():
+            for fraction in unit.fractions(block):
+                kept_dir = unit.kept_dir(fraction)
+                if ready_only and not (unit.done or (kept_dir / "kept.json").exists()):
+                    continue
+                for name in block.tasks:
+                    task = get_task(name)
+                    settings = task_settings(unit.spec, block, name)
+                    fingerprint = self.task_fingerprint(unit.spec, task, settings)
+                    for seed in block.seeds if task.seeded else block.seeds[:1]:
+                        job = plan_job(
+                            unit.run_id, fraction, kept_dir, task, seed, settings, fingerprint
+                        )
+                        jobs.append(job)
+        return jobs
+
+    def reference_jobs(self, unit: ReferenceUnit) -> list[EvaluationJob]:
+        """The reference scored on every task that declares it, with that task's seeds."""
+        data = self.data(unit.spec)
+        jobs = []
+        for block in unit.spec.evaluation_blocks():
+            for name in block.tasks:
+                task = get_task(name)
+                if unit.reference not in task.references:
+                    continue
+                settings = task_settings(unit.spec, block, name)
+                fingerprint = self.task_fingerprint(unit.spec, task, settings)
+                for seed in block.seeds if task.seeded else block.seeds[:1]:
+                    job = plan_reference_job(
+                        unit.reference,
+                        data.fingerprint,
+                        task,
+                        seed,
+                        settings,
+                        fingerprint,
+                        data.data.tokenizer_dir,
+                    )
+                    jobs.append(job)
         return jobs
 
     # ------------------------------------------------------------------- building
@@ -226,14 +253,6 @@ class Study:
                 self.dist.barrier()
             self._data[key] = VariantData(data, data_vocab(data))
         return self._data[key]
-
-    def encoded_task(self, spec: StudySpec, task: str) -> EncodedGlue:
-        data = self.data(spec)
-        if task not in data.glue:
-            splits = load_glue_task(spec.data.glue, task, spec_dir=spec.spec_dir)
-            max_len = supported_max_len(spec.finetune.resolved_recipe(), self.backbone(spec))
-            data.glue[task] = encode_glue(task, splits, data.data.tokenizer_dir, max_len=max_len)
-        return data.glue[task]
 
 
 def data_vocab(data: PretrainingData) -> Vocab:

@@ -1,7 +1,8 @@
 """``ablate run --dry-run``: the plan of every unit and how long the study will take here.
 
 Timing uses the real code: a few steps of the ``Trainer``'s own ``train_step`` per objective
-and a short real fine-tune per task, measured with as many threads as each worker will get,
+and each task's own estimate on a fresh encoder (for a fine-tuned task, a short real
+fine-tune), measured with as many threads as each worker will get,
 then the work is packed onto the workers as ``--workers`` runs it (every pre-training run first,
 longest first, then each fine-tune as its own item) to give the study's wall time.
 """
@@ -19,19 +20,17 @@ from typing import Any
 import torch
 
 from electra_ablate.data.batches import PackedBatches
-from electra_ablate.data.glue import GLUE_TASKS
 from electra_ablate.engine.trainer import PretrainRun, Trainer
-from electra_ablate.finetune import as_examples, finetune_task
+from electra_ablate.evaluation.finetuned import TIMED_EXAMPLES
+from electra_ablate.evaluation.run import EvaluationJob, fresh_kept
+from electra_ablate.evaluation.task import get_task
 from electra_ablate.kept import LoadedKept
 from electra_ablate.layout import RunLayout
-from electra_ablate.model import Encoder, MLMHead
-from electra_ablate.objective import KeptModel
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.threads import torch_threads
 
 TIMED_STEPS = 3
-TIMED_EXAMPLES = 64
 
 
 @dataclass
@@ -46,7 +45,7 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
     with torch_threads(threads):
         step_s: dict[str, float] = {}
-        job_s: dict[tuple[str, str], float] = {}
+        job_s: dict[tuple[str, str, str | None], float] = {}
         rows, pretrain_costs, finetune_costs = [], [], []
         for unit in units:
             pretrain_s = 0.0
@@ -58,9 +57,9 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
             for job in study.jobs(unit, ready_only=False):
                 if study.layout.finetune_record(job.job_id).exists():
                     continue
-                task_key = (str(unit.variant), job.task)
+                task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
-                    job_s[task_key] = time_finetune(study, unit, job.task)
+                    job_s[task_key] = time_job(study, unit, job)
                 finetune_s += job_s[task_key]
                 finetune_costs.append(job_s[task_key])
             if not unit.done:
@@ -68,9 +67,9 @@ def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEs
             rows.append(plan_row(unit, pretrain_s, finetune_s))
     how = (
         f"measured on this machine at {threads} thread(s) per process: the median of "
-        f"{TIMED_STEPS} training steps per objective and a {TIMED_EXAMPLES}-example fine-tune "
-        f"per task, scaled to the plan; wall time packs the runs (longest first), then the "
-        f"fine-tunes onto {workers} worker(s)"
+        f"{TIMED_STEPS} training steps per objective and each task's estimate (a "
+        f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task), scaled to the plan; wall "
+        f"time packs the runs (longest first), then the evaluations onto {workers} worker(s)"
     )
     serial = sum(pretrain_costs) + sum(finetune_costs)
     return StudyEstimate(rows, serial, makespan(pretrain_costs, finetune_costs, workers), how)
@@ -120,26 +119,19 @@ def time_steps(study: Study, unit: RunUnit) -> float:
     return statistics.median(times[1:])
 
 
-def time_finetune(study: Study, unit: Unit, task: str) -> float:
-    """Seconds one fine-tune of ``task`` takes: a short real one, scaled to the full job."""
-    spec = unit.spec
-    recipe = spec.finetune.resolved_recipe()
-    encoded = study.encoded_task(spec, task)
-    train = as_examples(encoded.train).capped(recipe.cap_for(task))
-    evaluation = as_examples(encoded.validation).capped(spec.finetune.eval_caps.get(task))
-    backbone = study.backbone(spec)
+def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
+    """Seconds one evaluation of ``job``'s task takes: the task's own estimate, on a freshly
+    initialised encoder of the unit's backbone (what the weights are does not change the cost);
+    a reference scorer, timed once."""
+    task = get_task(job.task)
+    if job.reference is not None:
+        start = time.perf_counter()
+        task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
+        return time.perf_counter() - start
     kept = LoadedKept(
-        KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size)),
-        {},
-        study.data(spec).data.tokenizer_dir,
+        fresh_kept(study.backbone(unit.spec)), {}, study.data(unit.spec).data.tokenizer_dir
     )
-    short = recipe.model_copy(
-        update={"train_caps": {task: TIMED_EXAMPLES}, "task_epochs": {task: 1}}
-    )
-    result = finetune_task(kept, GLUE_TASKS[task], train, evaluation, short, 0, study.device)
-    per_example = result["train_seconds"] / min(TIMED_EXAMPLES, len(train))
-    evaluation_s = result["wall_seconds"] - result["train_seconds"]
-    return per_example * len(train) * recipe.epochs_for(task) + evaluation_s
+    return task.estimate_seconds(kept, job.settings, study.device)
 
 
 def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:

@@ -1,4 +1,4 @@
-"""Doing a unit of work: pre-train a run, make a baseline's fresh encoder, fine-tune a job.
+"""Doing a unit of work: pre-train a run, make a baseline's fresh encoder, evaluate a job.
 
 Each records its outcome in the study folder (``done.json`` / ``failed.json`` / a fine-tune
 record) and returns it; a failure is recorded, never raised, so one bad run cannot lose the
@@ -13,26 +13,28 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 from electra_ablate.data.batches import PackedBatches
-from electra_ablate.data.glue import GLUE_TASKS
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import log_finetune_scalars
 from electra_ablate.engine.progress import ProgressMode
 from electra_ablate.engine.trainer import PretrainRun, Trainer
 from electra_ablate.errors import AblateError
-from electra_ablate.finetune import as_examples, finetune_task
+from electra_ablate.evaluation.run import EvaluationJob, fresh_kept, run_job
 from electra_ablate.kept import save_kept
 from electra_ablate.kept_files import kept_problem
 from electra_ablate.layout import RunLayout
-from electra_ablate.model import Encoder, MLMHead
-from electra_ablate.objective import KeptModel, Objective
+from electra_ablate.objective import Objective
 from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, record_problem, warn
-from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, FinetuneJob, RunUnit, Unit
+from electra_ablate.study.units import (
+    BASELINE_FRACTION,
+    BaselineUnit,
+    ReferenceUnit,
+    RunUnit,
+    Unit,
+)
 
 Log = Callable[[str], None]
 
@@ -123,8 +125,7 @@ def write_baseline_kept(study: Study, unit: BaselineUnit) -> None:
     """The baseline's kept encoder: seeded, so writing it again gives the same bytes."""
     data = study.data(unit.spec).data
     backbone = study.backbone(unit.spec)
-    torch.manual_seed(unit.seed)
-    kept = KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))
+    kept = fresh_kept(backbone, unit.seed)
     meta = {
         "objective": unit.objective,
         "label": unit.label,
@@ -142,6 +143,8 @@ def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **k
         reuse_identical(study, unit)
     if isinstance(unit, BaselineUnit):
         return make_baseline(study, unit)
+    if isinstance(unit, ReferenceUnit):  # a scorer with no encoder: nothing to train
+        return {"status": "done", "message": "", "steps": 0}
     return pretrain(study, unit, progress, **kw)
 
 
@@ -199,8 +202,8 @@ def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
     return None
 
 
-def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
-    """Fine-tune one checkpoint on one task with one seed (or read back its record)."""
+def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
+    """Evaluate one checkpoint on one task with one seed (or read back its record)."""
     path = study.layout.finetune_record(job.job_id)
     if not path.exists() and study.reuse:
         for other in sorted(study.layout.root.parent.glob(f"*/finetune/{job.job_id}.json")):
@@ -210,31 +213,11 @@ def finetune(study: Study, job: FinetuneJob) -> dict[str, Any]:
                 break
     if (record := read_record(path, FINETUNE_KEYS)) is not None:  # a damaged one: redone
         return record
-    spec = job.unit.spec
-    encoded = study.encoded_task(spec, job.task)
-    evaluation = as_examples(encoded.validation).capped(spec.finetune.eval_caps.get(job.task))
-    kept = load_study_kept(study, job.unit, job.fraction)
-    record = {
-        "job_id": job.job_id,
-        "run_id": job.unit.run_id,
-        "fraction": job.fraction,
-        "task": job.task,
-        "seed": job.seed,
-        "step": kept.meta["step"],
-        "flops_paper": kept.meta["flops_paper"],
-        "flops_standard": kept.meta["flops_standard"],
-    }
-    recipe = spec.finetune.resolved_recipe()
-    try:
-        metrics = finetune_task(
-            kept, GLUE_TASKS[job.task], encoded.train, evaluation, recipe, job.seed, study.device
-        )
-        record |= {"status": "done", "metrics": metrics}
-    except AblateError as exc:
-        record |= {"status": "failed", "message": str(exc)}
+    kept = None if job.reference is not None else load_study_kept(study, unit, job.fraction)
+    record = run_job(job, study.device, kept=kept)
     atomic_write_text(path, json.dumps(record, indent=1))
-    if spec.pretrain.tensorboard and record["status"] == "done":
-        log_finetune_scalars(job.unit.layout.tensorboard, record)
+    if unit.spec.pretrain.tensorboard and record["status"] == "done":
+        log_finetune_scalars(unit.layout.tensorboard, record)
     return record
 
 
@@ -246,7 +229,7 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
         log(f"  fine-tune {unit.label}: {todo} of {len(jobs)} (checkpoint, task, seed) jobs")
     records = []
     for job in jobs:
-        record = finetune(study, job)
+        record = finetune(study, unit, job)
         if record["status"] == "failed":
             log(
                 f"  fine-tune {job.task} seed {job.seed} at {job.fraction:g} FAILED: "
@@ -256,8 +239,8 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
     return records
 
 
-def unfinished_jobs(study: Study, jobs: list[FinetuneJob]) -> list[FinetuneJob]:
-    """The jobs with no record yet (done and failed fine-tunes both leave one)."""
+def unfinished_jobs(study: Study, jobs: list[EvaluationJob]) -> list[EvaluationJob]:
+    """The jobs with no record yet (done, skipped and failed evaluations all leave one)."""
     return [j for j in jobs if not study.layout.finetune_record(j.job_id).exists()]
 
 

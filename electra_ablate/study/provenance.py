@@ -33,14 +33,17 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "pretrain": base.pretrain.model_dump(mode="json"),
         "budget": spec.budget.model_dump(),
         "data": {**spec.data.model_dump(), **study.data(base).data.summary},
-        "finetune": (
-            {
-                **base.finetune.model_dump(mode="json"),
-                "recipe": base.finetune.resolved_recipe().model_dump(mode="json"),
-            }
-            if base.finetune
-            else None
-        ),
+        **{
+            key: (
+                {
+                    **block.model_dump(mode="json"),
+                    "recipe": block.resolved_recipe().model_dump(mode="json"),
+                }
+                if block
+                else None
+            )
+            for key, block in (("finetune", base.finetune), ("evaluation", base.evaluation))
+        },
         "git_commit": git_commit(),
         "machine": machine_description(study.device),
         "command": "ablate " + " ".join(sys.argv[1:]) if sys.argv else "",

@@ -12,14 +12,12 @@ from typing import Any
 import polars as pl
 
 from electra_ablate.engine.metrics_log import metrics_problem
-from electra_ablate.metrics import headline_metric
+from electra_ablate.evaluation.task import RECORD_FIELDS, family_of, get_task
 from electra_ablate.results import RUNS_SCHEMA, write_table
 from electra_ablate.storage import atomic_file
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import warn
-from electra_ablate.study.units import RunUnit, Unit
-
-NON_METRIC_KEYS = {"train_examples", "epochs", "train_seconds", "wall_seconds"}
+from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit
 
 
 def write_tables(
@@ -32,7 +30,8 @@ def write_tables(
         for unit, summary in summaries
         if isinstance(unit, RunUnit) and summary["status"] != "pending"
     }
-    rows = [run_row(unit, s, curves.get(unit.run_id)) for unit, s in summaries]
+    trained = [(unit, s) for unit, s in summaries if not isinstance(unit, ReferenceUnit)]
+    rows = [run_row(unit, s, curves.get(unit.run_id)) for unit, s in trained]
     write_parquet(layout.runs, pl.DataFrame(rows, schema=RUNS_SCHEMA))
     frames = [f for f in curves.values() if f is not None]
     if frames:
@@ -53,7 +52,8 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
     if record["status"] != "done":
         return []
     metrics = record["metrics"]
-    headline = headline_metric(record["task"])
+    task = get_task(record["task"])
+    in_aggregate = family_of(task).in_aggregate(task)
     return [
         {
             "study": study.spec.name,
@@ -62,16 +62,18 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
             "pretrain_step": record["step"],
             "flops_paper": record["flops_paper"],
             "flops_standard": record["flops_standard"],
+            "family": task.family,
             "task": record["task"],
             "finetune_seed": record["seed"],
             "metric": metric,
-            "headline": metric == headline,
+            "headline": metric == task.headline,
+            "in_aggregate": in_aggregate and metric == task.headline,
             "value": float(value),
-            "train_examples": int(metrics["train_examples"]),
-            "wall_s": float(metrics["wall_seconds"]),
+            "train_examples": metrics.get("train_examples"),
+            "wall_s": metrics.get("wall_seconds"),
         }
         for metric, value in metrics.items()
-        if metric not in NON_METRIC_KEYS
+        if metric not in RECORD_FIELDS
     ]
 
 

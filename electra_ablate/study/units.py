@@ -2,10 +2,13 @@
 
 A ``RunUnit`` is one pre-training run (an objective entry, under one variant, at one seed); a
 ``BaselineUnit`` is the no-pre-training row (a freshly initialised encoder of the same
-backbone); a ``FinetuneJob`` is one (checkpoint, GLUE task, seed) fine-tune. Each is named by a
-hash of exactly what changes its result, so re-running a study skips finished work, resumes
-unfinished work, and an edit re-runs only what it changes. How often a run logs, evaluates or
-saves state, and how many threads it uses, are not part of that identity.
+backbone); a ``ReferenceUnit`` is a task's reference scorer, which needs no encoder (a
+count-based detector scored on the same data). Their evaluations are
+``evaluation.run.EvaluationJob``s (checkpoint, task, seed).
+Each is named by a hash of exactly what changes its result, so re-running a study skips
+finished work, resumes unfinished work, and an edit re-runs only what it changes. How often a
+run logs, evaluates or saves state, and how many threads it uses, are not part of that
+identity.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from typing import Any
 
 from electra_ablate.engine.plan import RunPlan
 from electra_ablate.layout import BASELINE_FRACTION, RunLayout
-from electra_ablate.spec import ObjectiveEntry, StudySpec
+from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
     {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
@@ -66,10 +69,9 @@ class RunUnit:
     def kept_dir(self, fraction: float) -> Path:
         return self.layout.kept(fraction)
 
-    def fractions(self) -> list[float]:
-        """The budget fractions to fine-tune (the spec's choice, else every checkpoint)."""
-        wanted = self.spec.finetune.checkpoints if self.spec.finetune else None
-        return sorted(wanted or [f for f, _ in self.plan.checkpoints])
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        """The budget fractions ``block`` evaluates (its choice, else every checkpoint)."""
+        return sorted(block.checkpoints or [f for f, _ in self.plan.checkpoints])
 
 
 @dataclass(frozen=True)
@@ -95,23 +97,33 @@ class BaselineUnit:
     def kept_dir(self, fraction: float) -> Path:
         return self.layout.kept(fraction)
 
-    def fractions(self) -> list[float]:
-        return [BASELINE_FRACTION]
-
-
-Unit = RunUnit | BaselineUnit
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        return [BASELINE_FRACTION] if block.baseline else []
 
 
 @dataclass(frozen=True)
-class FinetuneJob:
-    """One fine-tune: a unit's checkpoint at ``fraction``, on ``task``, with ``seed``."""
+class ReferenceUnit:
+    """A reference scorer that tasks of the study declare (``Task.references``), on one data
+    setting: its rows carry the reference's name as objective and label, at budget 0."""
 
-    job_id: str
-    unit: Unit
-    fraction: float
-    task: str
-    seed: int
+    variant: str | None
+    spec: StudySpec
+    reference: str
+    run_id: str
+    layout: RunLayout
+    seed: int = 0
+    done: bool = True  # nothing to train
 
     @property
-    def kept_dir(self) -> Path:
-        return self.unit.kept_dir(self.fraction)
+    def objective(self) -> str:
+        return self.reference
+
+    @property
+    def label(self) -> str:
+        return variant_label(self.reference, self.variant)
+
+    def fractions(self, block: FinetuneSpec) -> list[float]:
+        return [BASELINE_FRACTION]
+
+
+Unit = RunUnit | BaselineUnit | ReferenceUnit

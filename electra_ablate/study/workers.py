@@ -112,7 +112,7 @@ def _finetune(index: int, job_id: str) -> dict[str, Any]:
     note_start(("job", index, job_id))
     (job,) = [j for j in study.jobs(units[index]) if j.job_id == job_id]
     with warnings_to(units[index].layout.warnings_log, "fine-tuning"):
-        return finetune(study, job)
+        return finetune(study, units[index], job)
 
 
 def run_in_workers(

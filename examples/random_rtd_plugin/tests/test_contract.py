@@ -1,5 +1,6 @@
-"""The plugin keeps electra-ablate's objective contract: the check ``ablate check random_rtd``
-runs, here in the plugin's own suite (``pytest examples/random_rtd_plugin/tests``)."""
+"""The plugin keeps electra-ablate's contracts: the checks ``ablate check random_rtd`` and
+``ablate check --task repeat_probe`` run, here in the plugin's own suite
+(``pytest examples/random_rtd_plugin/tests``)."""
 
 from __future__ import annotations
 
@@ -24,3 +25,12 @@ def test_random_rtd_keeps_the_objective_contract() -> None:
 
 def test_random_rtd_keeps_the_contract_with_a_stronger_detection_loss() -> None:
     assert check_objective("random_rtd", {"disc_weight": 50.0, "mask_rate": 0.3}) == list(RULES)
+
+
+def test_repeat_probe_keeps_the_evaluation_contract() -> None:
+    from electra_ablate.evaluation.task import available_tasks
+    from electra_ablate.testing import TASK_RULES, check_task
+
+    if "repeat_probe" not in available_tasks():
+        pytest.skip("repeat_probe is not registered (install the plugin: pip install -e .)")
+    assert check_task("repeat_probe") == list(TASK_RULES)

@@ -1,5 +1,8 @@
-"""The report's GLUE sections: the ranking at the final budget against the seed spread and the
-no-pre-training baseline, both ways of aggregating GLUE, every checkpoint, every task."""
+"""The report's sections for one task family (GLUE, or any registered family): the ranking at the
+final budget against the seed spread and the no-pre-training baseline, both ways of aggregating
+the family's score, every checkpoint, every task. What a family is called, which of its tasks
+its score leaves out and what published numbers sit beside it come from the family and from
+the results table; nothing here names one."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from itertools import pairwise
 
 import polars as pl
 
-from electra_ablate import paper
+from electra_ablate.evaluation.task import TaskFamily
 from electra_ablate.report.markdown import (
     NO_VALUE,
     figure,
@@ -20,15 +23,15 @@ from electra_ablate.report.markdown import (
     score_rows,
     table,
 )
-from electra_ablate.results import EXCLUDED_FROM_GLUE, ordered_tasks, ranking, task_order_key
+from electra_ablate.results import ordered_tasks, ranking, task_order_key
 from electra_ablate.study.units import BASELINE_OBJECTIVE
 
 
-def ordering(ranked: pl.DataFrame, final: float) -> str:
+def ordering(family: TaskFamily, ranked: pl.DataFrame, final: float) -> str:
     """The measured ranking and, per adjacent pair, whether seeds alone could explain the gap."""
     rows = list(ranked.iter_rows(named=True))
     if not rows:
-        return f"No label has a complete GLUE score at {fraction(final)} of the budget."
+        return f"No label has a complete {family.aggregate} at {fraction(final)} of the budget."
     names = f"{rows[0]['label']} {rows[0]['median']:.1f}"
     gaps = []
     for upper, lower in pairwise(rows):
@@ -39,7 +42,9 @@ def ordering(ranked: pl.DataFrame, final: float) -> str:
             f"- {upper['label']} − {lower['label']}: gap {upper['gap_to_next']:.2f}, "
             f"larger min–max spread {upper['spread_with_next']:.2f} → {verdict}"
         )
-    heading = f"**Measured ordering** (median GLUE score at {fraction(final)} of the budget)"
+    heading = (
+        f"**Measured ordering** (median {family.aggregate} at {fraction(final)} of the budget)"
+    )
     return "\n".join([f"{heading}: {names}.", *gaps])
 
 
@@ -47,7 +52,7 @@ def baseline_comparison(ranked: pl.DataFrame, baseline: dict | None) -> str:
     """Each objective against the no-pre-training baseline: above it by more than the larger
     of the two min–max spreads, or not."""
     if baseline is None:
-        return "No no-pre-training baseline was fine-tuned (`finetune.baseline: false`)."
+        return "No no-pre-training baseline was evaluated (`baseline: false`)."
     above, within, below = [], [], []
     base_spread = baseline["max"] - baseline["min"]
     for row in ranked.iter_rows(named=True):
@@ -65,18 +70,15 @@ def baseline_comparison(ranked: pl.DataFrame, baseline: dict | None) -> str:
     return " ".join(parts)
 
 
-def paper_ordering(objectives: set[str]) -> str:
-    glue, names = paper.TABLE5_GLUE, paper.TABLE5_NAMES
-    order = list(glue)
-    text = f"{names[order[0]]} {glue[order[0]]:.1f}"
+def published_ordering(family: TaskFamily, objectives: set[str]) -> str:
+    scores, names = family.published, family.published_names
+    order = list(scores)
+    text = f"{names[order[0]]} {scores[order[0]]:.1f}"
     for above, below in pairwise(order):
-        sign = "=" if glue[above] == glue[below] else ">"
-        text += f" {sign} {names[below]} {glue[below]:.1f}"
+        sign = "=" if scores[above] == scores[below] else ">"
+        text += f" {sign} {names[below]} {scores[below]:.1f}"
     present = ", ".join(f"`{o}`" for o in order if o in objectives)
-    return (
-        f"**Paper ordering** (Table 5, base size, full pre-training): {text}. "
-        f"In this study: {present}."
-    )
+    return f"**{family.published_label} ordering**: {text}. In this study: {present}."
 
 
 def convention_gap(results: pl.DataFrame, final: float) -> str:
@@ -107,27 +109,41 @@ def task_columns(tasks: pl.DataFrame) -> list[str]:
     return ordered_tasks(tasks.filter(pl.col("headline"))["task"].to_list())
 
 
-def task_header(tasks: pl.DataFrame, names: Sequence[str]) -> list[str]:
+def left_out(tasks: pl.DataFrame) -> list[str]:
+    """The family's tasks whose headline metric its score leaves out (GLUE: WNLI)."""
     headline = tasks.filter(pl.col("headline"))
+    return ordered_tasks(headline.filter(~pl.col("in_aggregate"))["task"].to_list())
+
+
+def task_header(family: TaskFamily, tasks: pl.DataFrame, names: Sequence[str]) -> list[str]:
+    headline = tasks.filter(pl.col("headline"))
+    excluded = set(left_out(tasks)) if family.aggregate else set()
     out = []
     for task in names:
         metric = lookup(headline, task=task)["metric"]
-        excluded = ", not in GLUE" if task in EXCLUDED_FROM_GLUE else ""
-        out.append(f"{task} ({metric}{excluded})")
+        note = f", not in {family.title}" if task in excluded else ""
+        out.append(f"{task} ({metric}{note})")
     return out
 
 
 def final_section(
+    family: TaskFamily,
     results: pl.DataFrame,
-    glue: pl.DataFrame,
-    paper_glue: pl.DataFrame,
+    scores: pl.DataFrame,
+    paper_scores: pl.DataFrame,
     tasks: pl.DataFrame,
     labels: Sequence[str],
     final: float,
 ) -> str:
+    """One family's results at the final budget; ``results``, ``scores``, ``paper_scores`` and
+    ``tasks`` hold that family's rows only. A family without an aggregate gets its task table."""
+    if family.aggregate is None:
+        return task_section(family, tasks, labels, final)
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
-    pretrained = glue.filter(pl.col("objective") != BASELINE_OBJECTIVE)
-    baselines = glue.filter(pl.col("objective") == BASELINE_OBJECTIVE)
+    budgets = results.group_by("label").agg(pl.col("checkpoint_fraction").max())
+    unpretrained = set(budgets.filter(pl.col("checkpoint_fraction") == 0)["label"].to_list())
+    pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    baselines = scores.filter(pl.col("objective") == BASELINE_OBJECTIVE)
     baseline = baselines.row(0, named=True) if baselines.height == 1 else None
     ranked = ranking(pretrained, final)
     names = task_columns(tasks)
@@ -137,60 +153,65 @@ def final_section(
         if label not in objective_of:
             continue
         objective = objective_of[label]
-        is_baseline = objective == BASELINE_OBJECTIVE
+        is_baseline = label in unpretrained  # no pre-training, or a reference scorer
         at = 0.0 if is_baseline else final
         placed = lookup(ranked, label=label)
-        paper_row = lookup(paper_glue, label=label, checkpoint_fraction=at)
+        paper_row = lookup(paper_scores, label=label, checkpoint_fraction=at)
         vs = NO_VALUE
         if baseline is not None and not is_baseline and placed is not None:
             vs = f"{placed['median'] - baseline['median']:+.1f}"
-        paper_glue_value = paper.TABLE5_GLUE.get(objective)
+        published = family.published.get(objective)
         rows.append(
             [
                 str(placed["rank"]) if placed else NO_VALUE,
                 label,
                 f"`{objective}`",
-                score(lookup(glue, label=label, checkpoint_fraction=at)),
-                f"{paper_row['glue_paper']:.1f}" if paper_row else NO_VALUE,
+                score(lookup(scores, label=label, checkpoint_fraction=at)),
+                f"{paper_row['score_paper']:.1f}" if paper_row else NO_VALUE,
                 vs,
                 *[
                     score(lookup(headline, label=label, task=t, checkpoint_fraction=at))
                     for t in names
                 ],
-                f"{paper_glue_value:.1f}" if paper_glue_value is not None else "",
+                *(
+                    [f"{published:.1f}" if published is not None else ""]
+                    if family.published
+                    else []
+                ),
             ]
         )
     n_models = results.select("pretrain_seed", "finetune_seed").unique().height
+    title, out = family.title, left_out(tasks)
+    excluded = f" ({', '.join(out)} left out)" if out else ""
     parts = [
-        f"## Results at the final budget ({fraction(final)})",
-        ordering(ranked, final),
+        f"## {title}: results at the final budget ({fraction(final)})",
+        ordering(family, ranked, final),
         baseline_comparison(ranked, baseline),
         table(
             [
                 "Rank",
                 "Label",
                 "Objective",
-                "GLUE per model",
-                "GLUE (paper)",
+                f"{title} per model",
+                f"{title} (paper)",
                 "vs none",
-                *task_header(tasks, names),
-                "Paper Table 5",
+                *task_header(family, tasks, names),
+                *([family.published_label] if family.published else []),
             ],
             rows,
         ),
-        "*GLUE per model*: the mean over tasks of each task's headline metric (WNLI excluded), "
-        f"computed per fine-tuned model; median (min–max) over the {n_models} (pre-training "
-        "seed, fine-tuning seed) pairs. *GLUE (paper)*: the paper's aggregation, each task's "
-        "median over seeds, then the mean over tasks. *vs none*: median GLUE per model minus the "
-        "no-pre-training baseline's. The paper's numbers come from base-size models pre-trained "
-        "to convergence: compare the ordering, not the absolute values.",
+        f"*{title} per model*: the mean over tasks of each task's headline metric{excluded}, "
+        f"computed per evaluated model; median (min–max) over the {n_models} (pre-training "
+        f"seed, evaluation seed) pairs. *{title} (paper)*: the paper's aggregation, each task's "
+        f"median over seeds, then the mean over tasks. *vs none*: median {title} per model minus "
+        f"the no-pre-training baseline's. {family.published_note}".strip(),
     ]
-    if any(o in paper.TABLE5_GLUE for o in objective_of.values()):
-        parts.append(paper_ordering(set(objective_of.values())))
+    if any(o in family.published for o in objective_of.values()):
+        parts.append(published_ordering(family, set(objective_of.values())))
     gap = convention_gap(results, final)
     if gap:
         parts.append(gap)
-    parts.append(figure("GLUE score vs pre-training FLOPs", "glue_vs_flops"))
+    parts.append(figure(f"{family.aggregate} vs pre-training FLOPs", f"{family.name}_vs_flops"))
     others = tasks.filter(~pl.col("headline") & (pl.col("checkpoint_fraction") == final))
     if others.height:
         pairs = others.select("task", "metric").unique().iter_rows()
@@ -206,10 +227,45 @@ def final_section(
     return "\n\n".join(parts)
 
 
-def checkpoint_section(
-    glue: pl.DataFrame, paper_glue: pl.DataFrame, tasks: pl.DataFrame, labels: Sequence[str]
+def task_section(
+    family: TaskFamily, tasks: pl.DataFrame, labels: Sequence[str], final: float
 ) -> str:
-    pretrained = glue.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    """A family with no aggregate: each task's headline metric per label at the final budget
+    (the baseline at its own budget, 0)."""
+    names = task_columns(tasks)
+    headline = tasks.filter(pl.col("headline"))
+    present = [label for label in labels if label in set(headline["label"].to_list())]
+    rows = []
+    for label in present:
+        at = final if lookup(headline, label=label, checkpoint_fraction=final) else 0.0
+        rows.append(
+            [
+                label,
+                *[
+                    score(lookup(headline, label=label, task=t, checkpoint_fraction=at))
+                    for t in names
+                ],
+            ]
+        )
+    return "\n\n".join(
+        [
+            f"## {family.title}: results at the final budget ({fraction(final)})",
+            table(["Label", *task_header(family, tasks, names)], rows),
+            figure(f"{family.title} tasks vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
+        ]
+    )
+
+
+def checkpoint_section(
+    family: TaskFamily,
+    scores: pl.DataFrame,
+    paper_scores: pl.DataFrame,
+    tasks: pl.DataFrame,
+    labels: Sequence[str],
+) -> str:
+    if family.aggregate is None:
+        return ""
+    pretrained = scores.filter(pl.col("checkpoint_fraction") > 0)  # baseline, references: at 0
     fractions = sorted(set(pretrained["checkpoint_fraction"].to_list()))
     present = [label for label in labels if label in set(pretrained["label"].to_list())]
     rows = []
@@ -217,27 +273,28 @@ def checkpoint_section(
         cells = []
         for f in fractions:
             row, p = (
-                lookup(glue, label=label, checkpoint_fraction=f),
-                lookup(paper_glue, label=label, checkpoint_fraction=f),
+                lookup(scores, label=label, checkpoint_fraction=f),
+                lookup(paper_scores, label=label, checkpoint_fraction=f),
             )
-            cells.append(f"{score(row)}; {p['glue_paper']:.1f}" if row and p else score(row))
+            cells.append(f"{score(row)}; {p['score_paper']:.1f}" if row and p else score(row))
         rows.append([label, *cells])
+    title = family.title
     parts = [
-        "## GLUE score at every checkpoint",
-        "GLUE per model median (min–max); GLUE (paper aggregation) after the semicolon.",
+        f"## {family.aggregate} at every checkpoint",
+        f"{title} per model median (min–max); {title} (paper aggregation) after the semicolon.",
         table(["Label", *[fraction(f) for f in fractions]], rows),
-        "## Per-task scores",
-        figure("Per-task headline metric vs pre-training FLOPs", "glue_tasks_vs_flops"),
+        f"## {title}: per-task scores",
+        figure("Per-task headline metric vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
     ]
     names = task_columns(tasks)
-    headline = tasks.filter(pl.col("headline") & (pl.col("objective") != BASELINE_OBJECTIVE))
+    headline = tasks.filter(pl.col("headline") & (pl.col("checkpoint_fraction") > 0))
     for f in fractions[:-1]:
         at = headline.filter(pl.col("checkpoint_fraction") == f)
         parts += [
             f"### {fraction(f)} of the budget ({flops_range(at['flops_paper'])} FLOPs, paper "
             "convention)",
             table(
-                ["Label", *task_header(tasks, names)],
+                ["Label", *task_header(family, tasks, names)],
                 score_rows(at, present, [{"task": t} for t in names]),
             ),
         ]

@@ -1,0 +1,122 @@
+"""Tasks scored by fine-tuning the kept encoder with a fresh head on the ``[CLS]`` vector, as the
+ELECTRA paper scores GLUE.
+
+A family of such tasks says only how to read and encode its data (``encode``) and how to score
+predictions (``score``); everything else is done here, the same way for every family and for
+``ablate run`` and ``ablate finetune`` alike: the job's identity (the recipe and the caps), the
+encoding with the kept encoder's own tokenizer (cached per process), one capping path (the
+recipe's training cap inside ``finetune_task``, the spec's evaluation cap here), and the
+dry-run's cost estimate.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from electra_ablate.errors import InputError
+from electra_ablate.evaluation.task import Progress, Task, TaskSettings
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from electra_ablate.kept import LoadedKept
+
+TIMED_EXAMPLES = 64
+"""Training examples of the short real fine-tune that ``estimate_seconds`` times and scales."""
+
+_ENCODED: dict[tuple, Any] = {}  # (task, data, tokenizer contents, length) -> EncodedSplits
+
+
+class EncodedSplits(Protocol):
+    """Token ids of a task's splits, each a column mapping (``input_ids``, ``token_type_ids``,
+    ``label``, ``length``), unpadded and truncated to the encoder's length."""
+
+    @property
+    def train(self) -> Any: ...
+
+    @property
+    def validation(self) -> Any: ...
+
+
+class FinetunedTask(Task):
+    """A task whose score is a fine-tuned head's: classification (``num_labels`` classes) or
+    regression (``num_labels`` = 1)."""
+
+    needs = "finetuned_head"
+    num_labels: int
+
+    @property
+    def is_regression(self) -> bool:
+        return self.num_labels == 1
+
+    def encode(
+        self, settings: TaskSettings, tokenizer_dir: Path, max_len: int
+    ) -> EncodedSplits:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def score(
+        self, predictions: np.ndarray, labels: np.ndarray
+    ) -> dict[str, float]:  # pragma: no cover - interface
+        """Every metric in ``metrics`` from class ids (or scores, for regression)."""
+        raise NotImplementedError
+
+    def identity(self, settings: TaskSettings) -> dict[str, Any]:
+        recipe = settings.recipe
+        return {
+            "recipe": recipe.model_dump(mode="json", exclude={"train_caps", "task_epochs"}),
+            "train_cap": recipe.cap_for(self.name),
+            "epochs": recipe.epochs_for(self.name),
+            "eval_cap": settings.eval_cap,
+        }
+
+    def encoded(self, kept: LoadedKept, settings: TaskSettings) -> EncodedSplits:
+        """The task's splits encoded with the kept encoder's own tokenizer, to the longest
+        example the encoder and recipe take; cached per process by the tokenizer's contents."""
+        from electra_ablate.data.paths import file_hash
+        from electra_ablate.finetune import supported_max_len
+
+        tokenizer = Path(kept.tokenizer_dir) / "tokenizer.json"
+        if not tokenizer.is_file():
+            raise InputError(f"the kept encoder has no {tokenizer.name} to encode {self.name} with")
+        max_len = supported_max_len(settings.recipe, kept.model.encoder.cfg)
+        data = json.dumps([dict(settings.sources), str(settings.spec_dir)], sort_keys=True)
+        key = (self.family, self.name, data, file_hash(tokenizer), max_len)
+        if key not in _ENCODED:
+            _ENCODED[key] = self.encode(settings, Path(kept.tokenizer_dir), max_len)
+        return _ENCODED[key]
+
+    def evaluate(
+        self,
+        kept: LoadedKept,
+        settings: TaskSettings,
+        seed: int,
+        device: Any = "cpu",
+        progress: Progress | None = None,
+    ) -> dict[str, float]:
+        from electra_ablate.finetune import as_examples, finetune_task
+
+        encoded = self.encoded(kept, settings)
+        evaluation = as_examples(encoded.validation).capped(settings.eval_cap)
+        metrics = finetune_task(
+            kept, self, encoded.train, evaluation, settings.recipe, seed, device, progress
+        )
+        return {**metrics, "eval_examples": len(evaluation)}
+
+    def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
+        """A short real fine-tune (``TIMED_EXAMPLES`` examples, one epoch), scaled to the
+        capped training set and the recipe's epochs, plus one evaluation."""
+        from electra_ablate.finetune import as_examples, finetune_task
+
+        encoded = self.encoded(kept, settings)
+        recipe = settings.recipe
+        train = as_examples(encoded.train).capped(recipe.cap_for(self.name))
+        evaluation = as_examples(encoded.validation).capped(settings.eval_cap)
+        short = recipe.model_copy(
+            update={"train_caps": {self.name: TIMED_EXAMPLES}, "task_epochs": {self.name: 1}}
+        )
+        result = finetune_task(kept, self, train, evaluation, short, 0, device)
+        per_example = result["train_seconds"] / min(TIMED_EXAMPLES, len(train))
+        evaluation_s = result["wall_seconds"] - result["train_seconds"]
+        return per_example * len(train) * recipe.epochs_for(self.name) + evaluation_s

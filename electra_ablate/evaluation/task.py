@@ -1,0 +1,276 @@
+"""The evaluation contract and its entry-point registry: the twin of ``electra_ablate.objective``.
+
+A *task* scores one kept encoder with one seed; a *family* is a set of tasks that share their
+data, how that data is fingerprinted, and an aggregate (GLUE's score). Families are discovered
+through the ``electra_ablate.tasks`` entry-point group, the same door a third-party package uses,
+so a new family is one module plus an entry point: the study, the results tables, the report and
+the CLI only ever talk to this interface. ``ablate check --task NAME``
+(``electra_ablate.testing.check_task``) verifies it.
+
+The contract, in full. A ``TaskFamily`` has:
+
+- ``name``: the family in results tables (the ``family`` column), the key its data fingerprint
+  takes in a job's identity, and the stem of its report figures (``glue`` -> ``glue_vs_flops``);
+  ``title`` ("GLUE") for prose, and ``aggregate`` ("GLUE score"), or None when averaging its
+  tasks would mean nothing.
+- ``tasks()``: its tasks, in the order tables print them.
+- ``published`` (optional): published aggregate scores per objective, for reports.
+- ``in_aggregate(task)``: whether a task enters the aggregate (GLUE: all but WNLI). Every family
+  aggregates the same two ways (``electra_ablate.results``): per evaluated model, the mean over
+  its aggregated tasks of each task's headline metric; and the paper's way, each task's median
+  over seeds first, then the mean.
+- ``check(task, settings)``: the task's data is where ``settings`` points (cheap: ``ablate
+  validate`` and ``ablate run`` call it before any compute).
+- ``fingerprint(task, settings)``: what the task's data is (file contents, not paths): part of
+  every job's identity, so a job is redone exactly when its data changes.
+
+A ``Task`` has:
+
+- ``name``, ``description``, ``family`` (the family's ``name``);
+- ``needs``, one of ``NEEDS``: what it takes from a kept encoder. ``finetuned_head``: the encoder
+  is fine-tuned with a fresh head (GLUE); ``frozen_features``: the encoder's features, never
+  updated (linear probes); ``detection_head``: the kept replaced-token detection head of a
+  discriminator (skipped, with a recorded reason, for an MLM encoder);
+- ``metrics``: every metric ``evaluate`` reports, the headline first (``headline``); values on
+  the 0-100 scale GLUE papers print where the metric is a rate or a correlation;
+- ``Params``: a pydantic model of its own settings (``evaluation.params.<task>`` in a spec,
+  validated with the spec), or None;
+- ``seeded``: whether its result depends on a seed (fine-tuning, a probe's split); an unseeded
+  task is evaluated once, with the first of the spec's seeds;
+- ``identity(settings)``: everything besides the encoder, the seed and the data fingerprint that
+  changes its result (a fine-tuning recipe, caps, a probe's params), JSON-serialisable;
+- ``evaluate(kept, settings, seed, device, progress)``: the whole evaluation of one kept encoder
+  (``electra_ablate.kept.LoadedKept``): its metrics, plus the bookkeeping keys in
+  ``RECORD_FIELDS`` that apply;
+- ``skip_reason(kept)``: why this task does not apply to that encoder, or None;
+- ``estimate_seconds(kept, settings, device)``: what ``evaluate`` will cost, for
+  ``ablate run --dry-run`` (default: run it once and time it);
+- ``references`` and ``evaluate_reference(reference, settings, seed, tokenizer_dir)``: scorers
+  that need no encoder (a count-based detector, a majority-class predictor), evaluated once per
+  data setting on the same data, so a table can show what the data holds beside what each
+  encoder learnt. Their rows carry the reference's name as objective and label.
+
+How a probe plugs in (sketch; ``tests/test_evaluation.py`` runs a complete one)::
+
+    class DetectionProbe(Task):
+        name, family, needs = "rtd_probe", "probes", "frozen_features"
+        metrics = ("auc",)
+        references = ("bigram", "token_identity")
+
+        def identity(self, settings):
+            return {"params": dict(settings.params)}
+
+        def evaluate(self, kept, settings, seed, device="cpu", progress=None):
+            corrupted = corrupt(held_out_text(settings), seed)   # fixed sources, seeded
+            features = token_features(kept, corrupted)           # frozen encoder
+            return {"auc": 100 * fit_and_score(features, corrupted.labels, seed)}
+
+        def evaluate_reference(self, reference, settings, seed, tokenizer_dir):
+            return {"auc": 100 * count_detector(reference, ...).auc}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
+
+from pydantic import BaseModel
+
+from electra_ablate.errors import AblateError, InputError, did_you_mean
+from electra_ablate.finetune.recipe import FinetuneRecipe
+
+if TYPE_CHECKING:
+    from electra_ablate.kept import LoadedKept
+
+TASK_ENTRY_POINT_GROUP = "electra_ablate.tasks"
+
+Needs = Literal["finetuned_head", "frozen_features", "detection_head"]
+NEEDS: tuple[str, ...] = get_args(Needs)
+
+RECORD_FIELDS = ("train_examples", "eval_examples", "epochs", "train_seconds", "wall_seconds")
+"""Bookkeeping an evaluation may report beside its metrics: how much data it used and how long
+it took. Never a metric: results tables keep them apart."""
+
+Progress = Callable[[int, int], None]
+"""Called as work advances with (steps done, total steps)."""
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """What a study (or ``ablate finetune``) tells a task beyond the encoder and the seed.
+
+    ``sources`` is the spec's ``data`` section as plain values (``glue``, ``corpus``,
+    ``tokenizer``, ``cache_dir``): each family reads the keys it needs and names a missing one.
+    ``recipe`` (caps merged in) and ``eval_cap`` apply to tasks that fine-tune; ``params`` are
+    the task's own settings from the spec's ``evaluation.params``.
+    """
+
+    sources: Mapping[str, Any] = field(default_factory=dict)
+    spec_dir: Path = Path(".")
+    recipe: FinetuneRecipe = field(default_factory=FinetuneRecipe)
+    eval_cap: int | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def source(self, key: str, task: str) -> Any:
+        """``sources[key]``, or a one-line error saying which task needed it."""
+        value = self.sources.get(key)
+        if value is None:
+            raise InputError(f"task {task!r} needs data.{key}, which is not set")
+        return value
+
+
+class Task:
+    """One evaluation of a kept encoder (see the module docstring for the contract)."""
+
+    name: str
+    family: str
+    description: ClassVar[str] = ""
+    needs: Needs = "finetuned_head"
+    metrics: tuple[str, ...]
+    seeded: bool = True
+    references: tuple[str, ...] = ()
+    Params: ClassVar[type[BaseModel] | None] = None
+    """The task's own settings (``evaluation.params.<task>`` in a spec), or None for none."""
+
+    @property
+    def headline(self) -> str:
+        """The one number per task that enters its family's aggregate and its tables."""
+        return self.metrics[0]
+
+    def identity(self, settings: TaskSettings) -> dict[str, Any]:
+        return {}
+
+    def evaluate(
+        self,
+        kept: LoadedKept,
+        settings: TaskSettings,
+        seed: int,
+        device: Any = "cpu",
+        progress: Progress | None = None,
+    ) -> dict[str, float]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def skip_reason(self, kept: LoadedKept) -> str | None:
+        if self.needs == "detection_head" and kept.model.role != "discriminator":
+            role = kept.model.role
+            return f"{self.name} needs a discriminator's detection head; this encoder is {role!r}"
+        return None
+
+    def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
+        """Seconds one ``evaluate`` takes: by default, one timed evaluation."""
+        import time
+
+        start = time.perf_counter()
+        self.evaluate(kept, settings, 0, device)
+        return time.perf_counter() - start
+
+    def evaluate_reference(
+        self, reference: str, settings: TaskSettings, seed: int, tokenizer_dir: Path
+    ) -> dict[str, float]:  # pragma: no cover - interface
+        raise NotImplementedError(f"{self.name} declares no reference {reference!r}")
+
+
+class TaskFamily:
+    """A set of tasks sharing data, a fingerprint and an aggregate (see the module docstring)."""
+
+    name: str
+    title: str
+    aggregate: str | None = None
+    description: str = ""
+    published: Mapping[str, float] = {}
+    """Published aggregate scores by objective name, printed beside the measured ones (GLUE:
+    the ELECTRA paper's Table 5), with ``published_names`` and ``published_source``."""
+    published_names: Mapping[str, str] = {}
+    published_label: str = ""
+    """A column header for the published scores ("Paper Table 5")."""
+    published_source: str = ""
+    published_note: str = ""
+    """What a reader must know to compare them (a model size, a training length)."""
+
+    def tasks(self) -> Sequence[Task]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def in_aggregate(self, task: Task) -> bool:
+        return self.aggregate is not None
+
+    def check(self, task: Task, settings: TaskSettings) -> None:
+        return None
+
+    def fingerprint(self, task: Task, settings: TaskSettings) -> str:
+        """Data identity; a family whose tasks generate their data returns a constant."""
+        return ""
+
+
+# ------------------------------------------------------------------------------- registry
+def available_families() -> dict[str, TaskFamily]:
+    """Every family registered in the entry-point group, built-in or third-party, by name."""
+    found: dict[str, TaskFamily] = {}
+    for ep in entry_points(group=TASK_ENTRY_POINT_GROUP):
+        try:
+            loaded = ep.load()
+            family = loaded() if isinstance(loaded, type) else loaded
+        except Exception as exc:  # a broken plugin must not take the CLI down
+            raise AblateError(f"task entry point {ep.name!r} ({ep.value}) failed: {exc}") from exc
+        if not isinstance(family, TaskFamily):
+            raise AblateError(f"task entry point {ep.name!r} ({ep.value}) is not a TaskFamily")
+        if family.name != ep.name:
+            raise AblateError(
+                f"task entry point {ep.name!r} ({ep.value}) names family {family.name!r}"
+            )
+        found[ep.name] = family
+    return dict(sorted(found.items()))
+
+
+def available_tasks() -> dict[str, Task]:
+    """Every registered task by name, family by family, each in its family's order."""
+    tasks: dict[str, Task] = {}
+    for family in available_families().values():
+        for task in family.tasks():
+            if task.family != family.name:
+                raise AblateError(
+                    f"task {task.name!r} of family {family.name!r} says {task.family!r}"
+                )
+            if task.name in tasks:
+                raise AblateError(
+                    f"task {task.name!r} is registered by families {tasks[task.name].family!r} "
+                    f"and {family.name!r}"
+                )
+            tasks[task.name] = task
+    return tasks
+
+
+def get_task(name: str) -> Task:
+    tasks = available_tasks()
+    if name not in tasks:
+        raise InputError(
+            f"unknown task {name!r}{did_you_mean(name, tasks)}; registered: {', '.join(tasks)}"
+        )
+    return tasks[name]
+
+
+def get_family(name: str) -> TaskFamily:
+    families = available_families()
+    if name not in families:
+        raise InputError(
+            f"unknown task family {name!r}{did_you_mean(name, families)}; "
+            f"registered: {', '.join(families)}"
+        )
+    return families[name]
+
+
+def family_of(task: Task) -> TaskFamily:
+    return get_family(task.family)
+
+
+def describe_family(name: str) -> TaskFamily:
+    """The registered family, or (its package not installed here, or broken) a bare one that
+    names it, so that a finished study's tables can always be reported."""
+    try:
+        return available_families()[name]
+    except (AblateError, KeyError):
+        bare = TaskFamily()
+        bare.name, bare.title, bare.aggregate = name, name, f"{name} score"
+        return bare
