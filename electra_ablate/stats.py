@@ -41,13 +41,13 @@ per-model score at the last checkpoint::
 
     import polars as pl
     from electra_ablate import stats
-    from electra_ablate.results import EXCLUDED_FROM_GLUE, final_fraction, read_results
+    from electra_ablate.results import final_fraction, read_results
 
     results = read_results(Path("runs/objectives"))
     final = final_fraction(results)
     values = results.filter(
-        pl.col("headline")
-        & ~pl.col("task").is_in(EXCLUDED_FROM_GLUE)
+        pl.col("in_aggregate")
+        & (pl.col("family") == "glue")
         & ((pl.col("checkpoint_fraction") == final) | (pl.col("objective") == "none"))
     )  # one value per (label, pre-training seed, fine-tuning seed, task)
     for s in stats.arm_scores(values, stats.MEDIAN_OF_MODEL_MEANS):

@@ -12,7 +12,6 @@ import pytest
 
 from electra_ablate import paper, stats
 from electra_ablate.results import (
-    EXCLUDED_FROM_GLUE,
     RESULTS_SCHEMA,
     RUNS_SCHEMA,
     final_fraction,
@@ -230,7 +229,8 @@ def results_rows(means, *, pretrain_seeds=(0,), finetune_seeds=(0, 1, 2), noise=
                                 "checkpoint_fraction": 0.0 if baseline else 1.0,
                                 "pretrain_step": 0 if baseline else 600, "flops_paper": 2.5e13,
                                 "flops_standard": 2.2e13, "task": task, "finetune_seed": f,
-                                "metric": metric, "headline": headline,
+                                "family": "glue", "metric": metric, "headline": headline,
+                                "in_aggregate": headline and task != "wnli",
                                 "value": value if headline else -value, "train_examples": 100,
                                 "wall_s": 1.0,
                             }
@@ -243,8 +243,8 @@ def family_values(results: pl.DataFrame) -> pl.DataFrame:
     baseline's only one), WNLI out."""
     final = final_fraction(results)
     return results.filter(
-        pl.col("headline")
-        & ~pl.col("task").is_in(EXCLUDED_FROM_GLUE)
+        pl.col("in_aggregate")
+        & (pl.col("family") == "glue")
         & ((pl.col("checkpoint_fraction") == final) | (pl.col("objective") == "none"))
     )
 
