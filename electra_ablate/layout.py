@@ -13,12 +13,17 @@
   baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
                                     baseline (fine-tuned like any checkpoint)
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
+  report/                           what `ablate report` writes
+  pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+KEPT_META = "kept.json"
+"""The file of a kept folder that describes its encoder (written by ``kept.save_kept``)."""
 
 
 @dataclass(frozen=True)
@@ -58,8 +63,12 @@ class RunLayout:
     def state(self, step: int) -> Path:
         return self.states / f"step-{step:09d}"
 
+    @property
+    def kept_root(self) -> Path:
+        return self.root / "kept"
+
     def kept(self, fraction: float) -> Path:
-        return self.root / "kept" / f"{fraction:.6g}"
+        return self.kept_root / f"{fraction:.6g}"
 
 
 @dataclass(frozen=True)
@@ -84,14 +93,34 @@ class StudyLayout:
     def pretrain_metrics(self) -> Path:
         return self.root / "pretrain_metrics.parquet"
 
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def pack_manifest(self) -> Path:
+        return self.root / "pack.json"
+
+    @property
+    def pretrain_dir(self) -> Path:
+        return self.root / "pretrain"
+
+    @property
+    def baseline_dir(self) -> Path:
+        return self.root / "baseline"
+
+    @property
+    def finetune_dir(self) -> Path:
+        return self.root / "finetune"
+
     def run(self, label: str, seed: int, run_id: str) -> RunLayout:
-        return RunLayout(self.root / "pretrain" / f"{safe_name(label)}-s{seed}-{run_id}")
+        return RunLayout(self.pretrain_dir / f"{safe_name(label)}-s{seed}-{run_id}")
 
     def baseline(self, label: str, baseline_id: str) -> RunLayout:
-        return RunLayout(self.root / "baseline" / f"{safe_name(label)}-{baseline_id}")
+        return RunLayout(self.baseline_dir / f"{safe_name(label)}-{baseline_id}")
 
     def finetune_record(self, job_id: str) -> Path:
-        return self.root / "finetune" / f"{job_id}.json"
+        return self.finetune_dir / f"{job_id}.json"
 
 
 def safe_name(label: str) -> str:

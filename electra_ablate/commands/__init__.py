@@ -11,7 +11,9 @@ from electra_ablate.commands import (
     export,
     finetune,
     flops,
+    merge,
     objectives,
+    pack,
     report,
     run,
     spec,
@@ -20,6 +22,8 @@ from electra_ablate.commands import (
 COMMAND_MODULES: list[ModuleType] = [
     run,
     report,
+    pack,
+    merge,
     finetune,
     export,
     data,

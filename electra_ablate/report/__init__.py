@@ -22,6 +22,7 @@ import polars as pl
 
 from electra_ablate import paper
 from electra_ablate.errors import InputError
+from electra_ablate.layout import StudyLayout
 from electra_ablate.report.glue import checkpoint_section, final_section
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
@@ -62,7 +63,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     """
     run_dir = Path(run_dir)
     discussion = read_notes(notes) if notes is not None else None
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
+    out_dir = Path(out_dir) if out_dir is not None else StudyLayout(run_dir).report
     study = read_study(run_dir)
     runs = read_optional_table(run_dir / RUNS_FILE)
     metrics = read_optional_table(run_dir / PRETRAIN_METRICS_FILE)

@@ -25,6 +25,9 @@ from electra_ablate.study.units import RunUnit
 from electra_ablate.study.workers import run_in_workers
 from electra_ablate.threads import torch_threads
 
+PENDING_SUMMARY = {"status": "pending", "message": "not finished yet"}
+"""What the runs table says of a unit with no outcome on disk yet."""
+
 
 def run_study(
     spec: StudySpec,
@@ -91,7 +94,7 @@ def collect_finished(study: Study, units: list, started: float, log: Callable[[s
     for unit in units:
         if not unit.done:
             failed = isinstance(unit, RunUnit) and unit.layout.failed.exists()
-            summary = {"status": "pending", "message": "not finished yet"}
+            summary = dict(PENDING_SUMMARY)
             summaries.append(
                 (unit, json.loads(unit.layout.failed.read_text()) if failed else summary)
             )
