@@ -159,7 +159,7 @@ def select_files(root: Path, tensorboard: bool = False, skip: Path | None = None
     files: dict[str, bytes] = {}
     left: dict[str, list[int]] = {}
     for path in sorted(layout.root.rglob("*")):
-        if path.is_symlink() or not path.is_file() or (skip is not None and path == skip):
+        if path.is_symlink() or not path.is_file() or (skip and path.resolve() == skip):
             continue
         why = left_behind(layout, path, tensorboard)
         if why is None:
@@ -203,7 +203,8 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
                 f"{layout.root} has no {needed.name}: pack a study folder whose tables are "
                 f"written (`ablate run SPEC --out {layout.root} --collect` writes them)"
             )
-    out = Path(out) if out is not None else layout.root.parent / f"{layout.root.name}{PACK_SUFFIX}"
+    root = layout.root.resolve()  # a study given as `.` still has a name
+    out = Path(out) if out is not None else root.parent / f"{root.name}{PACK_SUFFIX}"
     if out.is_dir():
         raise InputError(f"--out {out} is a folder; give the archive's file name")
     selection = select_files(layout.root, tensorboard, skip=out.resolve())
@@ -215,7 +216,7 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
         "spec_fingerprint": spec_fingerprint(study),
         "toolkit_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "packed_from": {"host": platform.node(), "folder": str(layout.root.resolve())},
+        "packed_from": {"host": platform.node(), "folder": str(root)},
         "left_behind": {
             why: {"files": n, "bytes": size} for why, (n, size) in selection.left.items()
         },
@@ -224,7 +225,7 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
             for name, data in selection.files.items()
         },
     }
-    top = PurePosixPath(layout.root.resolve().name)
+    top = PurePosixPath(root.name)
     members = {layout.pack_manifest.name: json.dumps(manifest, indent=1).encode()}
     members |= selection.files
     with atomic_file(out) as tmp, tarfile.open(tmp, "w:gz") as tar:
