@@ -17,12 +17,17 @@
   reference/<name>-<id>/            a task's reference scorer (no encoder); only its
                                     tensorboard/ when asked for
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
+  report/                           what `ablate report` writes
+  pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+
+KEPT_META = "kept.json"
+"""The file of a kept folder that describes its encoder (written by ``kept.save_kept``)."""
 
 
 @dataclass(frozen=True)
@@ -62,12 +67,12 @@ class RunLayout:
     def state(self, step: int) -> Path:
         return self.states / f"step-{step:09d}"
 
-    def kept(self, fraction: float) -> Path:
-        return self.root / "kept" / f"{fraction:.6g}"
-
     @property
     def kept_root(self) -> Path:
         return self.root / "kept"
+
+    def kept(self, fraction: float) -> Path:
+        return self.kept_root / f"{fraction:.6g}"
 
     @property
     def warnings_log(self) -> Path:
@@ -114,22 +119,42 @@ class StudyLayout:
         return self.root / STUDY_LOCK
 
     @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def pack_manifest(self) -> Path:
+        return self.root / "pack.json"
+
+    @property
+    def pretrain_dir(self) -> Path:
+        return self.root / "pretrain"
+
+    @property
+    def baseline_dir(self) -> Path:
+        return self.root / "baseline"
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.root / "reference"
+
+    @property
     def finetune_dir(self) -> Path:
         return self.root / "finetune"
 
     def run_folders(self) -> list[RunLayout]:
         """Every pre-training run and baseline folder on disk, whatever the spec says now."""
-        found = sorted(self.root.glob("pretrain/*")) + sorted(self.root.glob("baseline/*"))
+        found = sorted(self.pretrain_dir.glob("*")) + sorted(self.baseline_dir.glob("*"))
         return [RunLayout(p) for p in found if p.is_dir() and not p.name.startswith(".")]
 
     def run(self, label: str, seed: int, run_id: str) -> RunLayout:
-        return RunLayout(self.root / "pretrain" / f"{safe_name(label)}-s{seed}-{run_id}")
+        return RunLayout(self.pretrain_dir / f"{safe_name(label)}-s{seed}-{run_id}")
 
     def baseline(self, label: str, baseline_id: str) -> RunLayout:
-        return RunLayout(self.root / "baseline" / f"{safe_name(label)}-{baseline_id}")
+        return RunLayout(self.baseline_dir / f"{safe_name(label)}-{baseline_id}")
 
     def reference(self, label: str, reference_id: str) -> RunLayout:
-        return RunLayout(self.root / "reference" / f"{safe_name(label)}-{reference_id}")
+        return RunLayout(self.reference_dir / f"{safe_name(label)}-{reference_id}")
 
     def finetune_record(self, job_id: str) -> Path:
         return self.finetune_dir / f"{job_id}.json"

@@ -24,6 +24,7 @@ import polars as pl
 from electra_ablate import paper
 from electra_ablate.errors import InputError
 from electra_ablate.evaluation.task import TaskFamily, describe_family
+from electra_ablate.layout import StudyLayout
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
 from electra_ablate.report.plots import (
@@ -67,7 +68,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     """
     run_dir = Path(run_dir)
     discussion = read_notes(notes) if notes is not None else None
-    out_dir = Path(out_dir) if out_dir is not None else run_dir / "report"
+    out_dir = Path(out_dir) if out_dir is not None else StudyLayout(run_dir).report
     study = read_study(run_dir)
     runs = read_optional_table(run_dir / RUNS_FILE)
     runs = complete_runs(runs) if runs is not None else None

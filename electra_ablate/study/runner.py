@@ -30,6 +30,9 @@ from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
 from electra_ablate.threads import torch_threads
 
+PENDING_SUMMARY = {"status": "pending", "message": "not finished yet"}
+"""What the runs table says of a unit with no outcome on disk yet."""
+
 
 class UnitsFailed(AblateError):
     """Some units of a study failed (exit 1); the message names them."""
@@ -160,12 +163,11 @@ def collect_finished(study: Study, units: list, started: float, log: Callable[[s
     from electra_ablate.study.tables import write_tables
 
     summaries, records = [], []
-    pending = {"status": "pending", "message": "not finished yet"}
     for unit in units:  # damaged records are named and left in place: this only reads
         done = unit.done and (read_record(unit.layout.done, set_aside=False) is not None)
         if not done:
             failed = isinstance(unit, RunUnit) and read_record(unit.layout.failed, set_aside=False)
-            summaries.append((unit, failed or pending))
+            summaries.append((unit, failed or dict(PENDING_SUMMARY)))
             continue
         summaries.append((unit, run_unit(study, unit, "off")))
         for job in study.jobs(unit):

@@ -1,0 +1,26 @@
+"""``ablate merge PACK_OR_DIR... --into STUDY_DIR``: packs and folders of one study, combined."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("merge")
+    def merge_command(
+        sources: list[Path] = typer.Argument(
+            ..., metavar="PACK_OR_DIR...", help="packs (`ablate pack`) or study folders"
+        ),
+        into: Path = typer.Option(
+            ..., "--into", metavar="STUDY_DIR", help="the study folder to merge into (new or not)"
+        ),
+    ) -> None:
+        """Combine packs and folders of one study into STUDY_DIR and rebuild its tables, so
+        `ablate report STUDY_DIR` works at once. Identical units are kept once; a conflicting
+        unit, a damaged pack or another study's pack is refused (exit 2) and nothing is
+        written; finished work in STUDY_DIR is never replaced. Weights never travel."""
+        from electra_ablate.merge import merge_study
+
+        merge_study(sources, into, log=typer.echo)

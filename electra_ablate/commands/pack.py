@@ -1,0 +1,33 @@
+"""``ablate pack STUDY_DIR``: a study's results in one archive, to carry to another machine."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("pack")
+    def pack_command(
+        study_dir: Path = typer.Argument(..., metavar="STUDY_DIR", help="a study output folder"),
+        out: Path | None = typer.Option(
+            None, "--out", help="archive to write (default: STUDY_DIR.pack.tar.gz beside it)"
+        ),
+        tensorboard: bool = typer.Option(
+            False, "--tensorboard", help="carry the TensorBoard event files too"
+        ),
+    ) -> None:
+        """Write one .tar.gz of everything in a study folder but its weights and training
+        states (tables, records, curves, study.json), checksummed, for `ablate merge`."""
+        from electra_ablate.packs import write_pack
+
+        pack = write_pack(study_dir, out, tensorboard)
+        left = ", ".join(
+            f"{why} ({n} files, {size / 1e6:.1f} MB)"
+            for why, (n, size) in sorted(pack.left.items())
+        )
+        typer.echo(
+            f"packed {study_dir} into {pack.path} ({pack.files} files, {pack.bytes / 1e3:.0f} kB)"
+            + (f"; left behind: {left}" if left else "")
+        )
