@@ -600,6 +600,7 @@ def task_settings(spec: StudySpec, block: FinetuneSpec, task: str) -> Any:
         recipe=block.resolved_recipe(),
         eval_cap=block.eval_caps.get(task),
         params=block.task_params(task),
+        max_seq_len=spec.backbone_config().max_seq_len,
     )
 
 

@@ -177,3 +177,16 @@ def pooled_features(
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
             out[torch.from_numpy(indices)] = torch.cat([hidden[:, 0], mean], dim=1)
     return out
+
+
+def weights_digest(model: torch.nn.Module) -> str:
+    """A content hash of a module's parameters and buffers: what a probe caches features under,
+    so that the seeds of one checkpoint share one encoder pass and two different encoders (a
+    checkpoint and ``--from-scratch`` weights in the same folder) never share one."""
+    import hashlib
+
+    digest = hashlib.blake2b(digest_size=16)
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()

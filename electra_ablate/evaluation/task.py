@@ -105,7 +105,9 @@ class TaskSettings:
     ``sources`` is the spec's ``data`` section as plain values (``glue``, ``corpus``,
     ``tokenizer``, ``cache_dir``): each family reads the keys it needs and names a missing one.
     ``recipe`` (caps merged in) and ``eval_cap`` apply to tasks that fine-tune; ``params`` are
-    the task's own settings from the spec's ``evaluation.params``.
+    the task's own settings from the spec's ``evaluation.params``. ``max_seq_len`` is the length
+    the study packs its pre-training text to (its backbone's), for tasks that read that text
+    (the replaced-token detection probes), or None outside a study.
     """
 
     sources: Mapping[str, Any] = field(default_factory=dict)
@@ -113,6 +115,7 @@ class TaskSettings:
     recipe: FinetuneRecipe = field(default_factory=FinetuneRecipe)
     eval_cap: int | None = None
     params: Mapping[str, Any] = field(default_factory=dict)
+    max_seq_len: int | None = None
 
     def source(self, key: str, task: str) -> Any:
         """``sources[key]``, or a one-line error saying which task needed it."""
