@@ -821,10 +821,14 @@ CHECK_EXAMPLES = 32
 """Training and evaluation examples a fine-tuned task is capped at in the check."""
 
 
-def contract_settings(task: Any, sources: dict[str, Any] | None = None) -> Any:
+def contract_settings(
+    task: Any, sources: dict[str, Any] | None = None, workdir: Path | None = None
+) -> Any:
     """Settings for checking ``task`` in seconds: its data where ``sources`` (default:
     ``$ABLATE_DATA_DIR``'s ``glue``) points, a short recipe (one epoch of ``CHECK_EXAMPLES``
-    examples) and its ``Params`` defaults."""
+    examples) and its ``Params`` defaults. With ``workdir``, also pre-training text for tasks
+    that read a study's own corpus: a generated one (``write_contract_corpus``) in the check
+    encoders' vocabulary, packed to ``CONTRACT_SEQ_LEN``."""
     import os
 
     from electra_ablate.evaluation.task import TaskSettings
@@ -833,6 +837,15 @@ def contract_settings(task: Any, sources: dict[str, Any] | None = None) -> Any:
     if sources is None:
         data_dir = os.environ.get("ABLATE_DATA_DIR")
         sources = {"glue": str(Path(data_dir) / "glue")} if data_dir else {}
+    if workdir is not None:
+        tokenizer_dir = write_contract_tokenizer(workdir / "tokenizer", CONTRACT_VOCAB_SIZE)
+        corpus = write_contract_corpus(workdir / "corpus.txt", CONTRACT_VOCAB_SIZE)
+        sources = {
+            "corpus": {"paths": [str(corpus)], "heldout_fraction": 0.25},
+            "tokenizer": {"vocab_file": str(tokenizer_dir / "vocab.txt")},
+            "cache_dir": str(workdir / "cache"),
+            **sources,
+        }
     recipe = FinetuneRecipe(
         epochs=1,
         task_epochs={},
@@ -841,7 +854,33 @@ def contract_settings(task: Any, sources: dict[str, Any] | None = None) -> Any:
         max_len=CONTRACT_SEQ_LEN,
         train_caps={task.name: CHECK_EXAMPLES},
     )
-    return TaskSettings(sources=sources, recipe=recipe, eval_cap=CHECK_EXAMPLES)
+    return TaskSettings(
+        sources=sources, recipe=recipe, eval_cap=CHECK_EXAMPLES, max_seq_len=CONTRACT_SEQ_LEN
+    )
+
+
+def write_contract_corpus(path: Path, vocab_size: int, documents: int = 48, seed: int = 0) -> Path:
+    """A generated corpus in the contract tokenizer's words (``word5`` ...), as Wikipedia-style
+    ``<doc>`` blocks: each word drawn from a fixed sparse continuation of the one before (a
+    first-order Markov chain), so neighbouring tokens carry signal the way text does."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    first = len(SPECIAL_TOKENS)
+    words = np.arange(first, vocab_size)
+    follows = {int(w): rng.choice(words, size=4, replace=False) for w in words}
+    lines = []
+    for d in range(documents):
+        word = int(rng.choice(words))
+        text = []
+        for _ in range(120):
+            text.append(f"word{word}")
+            word = int(rng.choice(follows[word]))
+        lines += [f'<doc id="{d}" title="d{d}">', f"d{d}", " ".join(text), "</doc>"]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def _contract_kept(workdir: Path, role: str) -> Any:
@@ -1009,11 +1048,6 @@ def run_task_contract(
     from electra_ablate.evaluation.task import family_of, get_task
 
     task = get_task(name_or_task) if isinstance(name_or_task, str) else name_or_task
-    settings = settings if settings is not None else contract_settings(task)
-    try:  # missing data is the user's to fix (exit 2), not a broken rule
-        family_of(task).check(task, settings)
-    except InputError as exc:
-        raise InputError(f"{exc} (the check reads GLUE from $ABLATE_DATA_DIR/glue)") from None
     outcomes: list[RuleOutcome] = []
 
     def record(rule: str, skipped: str | None = None) -> None:
@@ -1027,6 +1061,11 @@ def run_task_contract(
         tempfile.TemporaryDirectory(prefix="ablate-check-task-") as tmp,
     ):
         workdir = Path(tmp)
+        settings = settings if settings is not None else contract_settings(task, workdir=workdir)
+        try:  # missing data is the user's to fix (exit 2), not a broken rule
+            family_of(task).check(task, settings)
+        except InputError as exc:
+            raise InputError(f"{exc} (the check reads GLUE from $ABLATE_DATA_DIR/glue)") from None
         check_task_declares(task, settings)
         record(TASK_DECLARES)
         check_task_family(task, settings)

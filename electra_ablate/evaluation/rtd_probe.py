@@ -134,7 +134,9 @@ def probe_text(
     from electra_ablate.data.config import DataSpec
 
     settings.source("corpus", task)  # a one-line error naming the task when it is not set
-    data_spec = DataSpec.model_validate(dict(settings.sources))
+    # the pre-training text reads no GLUE: a data section without one (the contract check's)
+    # is as good as a study's
+    data_spec = DataSpec.model_validate({"glue": "hub", **settings.sources})
     key = json.dumps(
         [data_spec.model_dump(mode="json"), str(settings.spec_dir), max_seq_len, max_sequences],
         sort_keys=True,
