@@ -385,19 +385,24 @@ def real_data(shared_data, monkeypatch):
 
 
 def planned_identities(name: str, out: Path) -> tuple[dict, dict, dict]:
-    """Unit ids, job ids (per unit, keyed ``"<fraction> <task> <seed>"``) and GLUE fingerprints,
-    as a study plans them before it trains anything."""
+    """Unit ids, GLUE fine-tune job ids (per unit, keyed ``"<fraction> <task> <seed>"``) and
+    GLUE fingerprints, as a study plans them before it trains anything. Units and jobs that a
+    spec's ``evaluation`` block adds (probes and their reference scorers) are left out: they are
+    new work beside the pinned, never a change to it."""
     from electra_ablate.data.glue import glue_task_fingerprint
     from electra_ablate.spec import load_spec
     from electra_ablate.study.context import Study
+    from electra_ablate.study.units import ReferenceUnit
 
     path = ROOT / "studies" / f"{name}.yaml"
     spec = load_spec(path)
     study = Study(spec, path, out, device="cpu")
     units, jobs = {}, {}
     for unit in study.prepare():
+        if isinstance(unit, ReferenceUnit):
+            continue
         units[unit.label] = unit.run_id
-        planned = study.jobs(unit, ready_only=False)
+        planned = [j for j in study.jobs(unit, ready_only=False) if j.task in spec.finetune.tasks]
         jobs[unit.label] = {f"{j.fraction:g} {j.task} {j.seed}": j.job_id for j in planned}
     glue = {
         task: glue_task_fingerprint(spec.data.glue, task, spec_dir=spec.spec_dir)
@@ -414,3 +419,30 @@ def test_identities_are_those_committed_studies_were_cached_under(name, real_dat
     assert units == pinned_units
     assert jobs == pinned_jobs
     assert not (tmp_path / "out" / "finetune").exists()  # planning writes no records
+
+
+@pytest.mark.parametrize("name", ["objectives", "long_budget"])
+def test_the_probes_are_planned_beside_the_fine_tunes(name, real_data, tmp_path):
+    """The probes the studies' ``evaluation`` blocks add run at every kept checkpoint and on the
+    baseline, with their reference rows, as jobs of their own."""
+    from electra_ablate.spec import load_spec
+    from electra_ablate.study.context import Study
+    from electra_ablate.study.units import BaselineUnit, ReferenceUnit
+
+    path = ROOT / "studies" / f"{name}.yaml"
+    spec = load_spec(path)
+    study = Study(spec, path, tmp_path / "out", device="cpu")
+    units = study.prepare()
+    references = {unit.label for unit in units if isinstance(unit, ReferenceUnit)}
+    assert references == {"bigram", "token_identity"}
+    probes = set(spec.evaluation.tasks)
+    for unit in units:
+        planned = study.jobs(unit, ready_only=False)
+        tasks = {job.task for job in planned} & probes
+        if isinstance(unit, ReferenceUnit):
+            assert tasks == {t for t in probes if t.startswith("rtd_")}
+        else:
+            assert tasks == probes
+            fractions = {job.fraction for job in planned if job.task in probes}
+            kept = 1 if isinstance(unit, BaselineUnit) else len(spec.budget.checkpoints)
+            assert len(fractions) == kept
