@@ -83,13 +83,21 @@ class GlueProbe(Task):
         device: Any = "cpu",
         progress: Progress | None = None,
     ) -> dict[str, float]:
+        import time
+
         from electra_ablate.evaluation.linear_probe import logistic_probe, ridge_probe
 
+        start = time.perf_counter()
         train_x, dev_x, train_y, dev_y = self.features(kept, settings)
         probe = ridge_probe if self.glue.is_regression else logistic_probe
         fit = probe(train_x, train_y, dev_x, seed=seed)
         scored = self.glue.score(fit.predictions, dev_y)
-        return {**scored, "train_examples": len(train_y), "eval_examples": len(dev_y)}
+        return {
+            **scored,
+            "train_examples": len(train_y),
+            "eval_examples": len(dev_y),
+            "wall_seconds": time.perf_counter() - start,
+        }
 
 
 class GlueProbeFamily(TaskFamily):

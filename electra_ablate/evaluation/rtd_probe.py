@@ -250,12 +250,15 @@ class RtdTask(Task):
         device: Any = "cpu",
         progress: Progress | None = None,
     ) -> dict[str, float]:
+        import time
+
         import torch
 
         from electra_ablate.components.losses import roc_auc
         from electra_ablate.evaluation.frozen_features import detection_logits
         from electra_ablate.evaluation.linear_probe import detection_probe
 
+        start = time.perf_counter()
         cfg = kept.model.encoder.cfg
         text, params = self._text(settings, cfg.max_seq_len)
         text.check_tokenizer(kept.tokenizer_dir, self.name)
@@ -276,7 +279,12 @@ class RtdTask(Task):
         if self.needs == "detection_head":
             logits = detection_logits(kept.model, features[test])
             auc = float(roc_auc(logits, labels[test], torch.ones_like(labels[test])))
-            return {METRIC: 100.0 * auc, "eval_examples": counts["eval_examples"]}
+            seconds = time.perf_counter() - start  # nothing fitted: no training examples
+            return {
+                METRIC: 100.0 * auc,
+                "eval_examples": counts["eval_examples"],
+                "wall_seconds": seconds,
+            }
         auc, _ = detection_probe(
             features[train],
             labels[train],
@@ -285,7 +293,7 @@ class RtdTask(Task):
             groups=halves.groups[halves.train],
             seed=seed,
         )
-        return {METRIC: 100.0 * auc, **counts}
+        return {METRIC: 100.0 * auc, **counts, "wall_seconds": time.perf_counter() - start}
 
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """One timed evaluation after the text is read (the text is read once per process and

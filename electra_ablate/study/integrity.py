@@ -46,7 +46,13 @@ from electra_ablate.study.records import (
     record_problem,
     warn,
 )
-from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, RunUnit, Unit
+from electra_ablate.study.units import (
+    BASELINE_FRACTION,
+    BaselineUnit,
+    ReferenceUnit,
+    RunUnit,
+    Unit,
+)
 
 Log = Callable[[str], None]
 
@@ -157,9 +163,12 @@ def check_kept(study: Study, unit: Unit) -> None:
 
 
 def kept_fractions(unit: Unit) -> list[float]:
-    """Every kept encoder the unit writes (not only those the spec fine-tunes)."""
+    """Every kept encoder the unit writes (not only those the spec fine-tunes); a reference
+    scorer writes none."""
     if isinstance(unit, RunUnit):
         return [fraction for fraction, _ in unit.plan.checkpoints]
+    if isinstance(unit, ReferenceUnit):
+        return []
     return [BASELINE_FRACTION]
 
 
