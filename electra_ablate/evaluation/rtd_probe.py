@@ -308,11 +308,14 @@ class RtdTask(Task):
     def evaluate_reference(
         self, reference: str, settings: TaskSettings, seed: int, tokenizer_dir: Path
     ) -> dict[str, float]:
+        import time
+
         from electra_ablate.evaluation.reference_detectors import (
             TokenIdentityDetector,
             bigram_detector_scores,
         )
 
+        start = time.perf_counter()
         text, params = self._text(settings, None)
         text.check_tokenizer(tokenizer_dir, self.name)
         corrupted = text.corruption(self.source, params)
@@ -326,7 +329,12 @@ class RtdTask(Task):
         else:
             raise InputError(f"task {self.name!r} has no reference {reference!r}")
         auc = scored.detection_auc(scores)
-        return {METRIC: 100.0 * auc, "eval_examples": int(halves.test.sum())}
+        seconds = time.perf_counter() - start
+        return {
+            METRIC: 100.0 * auc,
+            "eval_examples": int(halves.test.sum()),
+            "wall_seconds": seconds,
+        }
 
 
 class RtdProbeFamily(TaskFamily):
