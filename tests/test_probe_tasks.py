@@ -261,3 +261,30 @@ def test_glue_probe_scores_a_feature_that_holds_the_label(shared_data, workdir, 
     glue_probe._FEATURES.clear()
     assert task.evaluate(kept, settings, 0)["accuracy"] > 90
     glue_probe._FEATURES.clear()
+
+
+def test_one_encoder_pass_per_source_serves_its_seeds_and_its_head(
+    settings, encoders, monkeypatch, tmp_path
+):
+    from electra_ablate.evaluation import frozen_features
+
+    calls = []
+    real = frozen_features.token_features
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(frozen_features, "token_features", counted)
+    rtd_probe._FEATURES.clear()
+    kept = encoders["discriminator"]
+    for name in PROBES + HEADS:
+        for seed in (0, 1):
+            get_task(name).evaluate(kept, settings, seed)
+    assert len(calls) == len(CORRUPTION_SOURCES)
+    other = _contract_kept(tmp_path, "mlm")
+    with torch.no_grad():
+        next(other.model.encoder.parameters()).add_(0.01)  # other weights: a pass of its own
+    get_task("rtd_unigram").evaluate(other, settings, 0)
+    assert len(calls) == len(CORRUPTION_SOURCES) + 1
+    rtd_probe._FEATURES.clear()
