@@ -148,22 +148,19 @@ def probe_text(
 
 
 def _read_text(data_spec: Any, spec_dir: Path, max_seq_len: int, max_sequences: int) -> ProbeText:
-    import torch
-
     from electra_ablate.data.batches import column_matrix
     from electra_ablate.data.paths import file_hash
     from electra_ablate.data.pretraining import prepare_pretraining
     from electra_ablate.evaluation.corruption_sources import BigramTable
-    from electra_ablate.tokens import Vocab
+    from electra_ablate.study.context import data_vocab
 
     data = prepare_pretraining(data_spec, max_seq_len, spec_dir=spec_dir)
     train = column_matrix(data.train, "input_ids")
-    counts = np.bincount(train.ravel(), minlength=data.vocab_size)[: data.vocab_size]
     heldout = data.heldout.select(range(min(max_sequences, data.heldout.num_rows)))
     return ProbeText(
         input_ids=np.array(column_matrix(heldout, "input_ids"), dtype=np.int64),
         token_type_ids=np.array(column_matrix(heldout, "token_type_ids"), dtype=np.int64),
-        vocab=Vocab(torch.from_numpy(counts), data.special),  # as ``study.context.data_vocab``
+        vocab=data_vocab(data),  # the unigram distribution the objectives were built with
         bigrams=BigramTable.from_sequences(train, data.vocab_size, data.special.ids),
         tokenizer_hash=file_hash(data.tokenizer_dir / "tokenizer.json"),
     )
