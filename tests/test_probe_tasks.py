@@ -288,3 +288,17 @@ def test_one_encoder_pass_per_source_serves_its_seeds_and_its_head(
     get_task("rtd_unigram").evaluate(other, settings, 0)
     assert len(calls) == len(CORRUPTION_SOURCES) + 1
     rtd_probe._FEATURES.clear()
+
+
+def test_the_dry_run_can_time_every_rtd_task_on_a_fresh_encoder(settings, encoders):
+    """``ablate run --dry-run`` times each task on a freshly initialised MLM encoder: a head
+    task is timed by its feature pass there, never by failing for want of a head."""
+    for name in PROBES + HEADS:
+        assert get_task(name).estimate_seconds(encoders["mlm"], settings, "cpu") > 0
+
+
+def test_a_glue_probe_estimates_its_cost_without_a_full_evaluation(shared_data, workdir):
+    task = get_task("rte_probe")
+    settings = contract_settings(task, {"glue": str(shared_data / "glue")})
+    kept = _contract_kept(workdir / "estimate", "mlm")
+    assert task.estimate_seconds(kept, settings, "cpu") > 0

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 FAMILY = "glue_probe"
 SUFFIX = "_probe"
+TIMED_EXAMPLES = 512
+"""Training examples whose features and probe fit ``estimate_seconds`` times and scales."""
 
 _FEATURES: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}  # the last (encoder, task) read
 
@@ -104,6 +106,28 @@ class GlueProbe(Task):
             "eval_examples": len(dev_y),
             "wall_seconds": time.perf_counter() - start,
         }
+
+    def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
+        """Features and a probe fit on ``TIMED_EXAMPLES`` training examples, scaled to the full
+        training and dev sets (both costs grow about linearly with the examples); a whole
+        evaluation would cost a dry run minutes on SST-2."""
+        import time
+
+        from electra_ablate.evaluation.frozen_features import pooled_features
+        from electra_ablate.evaluation.linear_probe import logistic_probe, ridge_probe
+        from electra_ablate.finetune import as_examples
+
+        encoded = self.glue.encoded(kept, settings)
+        train, dev = as_examples(encoded.train), as_examples(encoded.validation)
+        sample = train.subset(range(min(TIMED_EXAMPLES, len(train))))
+        start = time.perf_counter()
+        features = pooled_features(kept.model, sample)
+        if self.glue.is_regression:
+            ridge_probe(features, sample.labels, features[:1])
+        elif len(set(sample.labels.tolist())) > 1:
+            logistic_probe(features, sample.labels, features[:1])
+        per_example = (time.perf_counter() - start) / max(1, len(sample))
+        return per_example * (len(train) + len(dev))
 
 
 class GlueProbeFamily(TaskFamily):

@@ -297,12 +297,19 @@ class RtdTask(Task):
 
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """One timed evaluation after the text is read (the text is read once per process and
-        shared by every task and seed, so timing its first read would count it many times)."""
+        shared by every task and seed, so timing its first read would count it many times). A
+        head task timed on an encoder without a head (the dry run's fresh one) costs what it
+        costs a discriminator: the feature pass, which its probe task shares when it runs."""
         import time
 
-        self._text(settings, kept.model.encoder.cfg.max_seq_len)
+        text, params = self._text(settings, kept.model.encoder.cfg.max_seq_len)
         start = time.perf_counter()
-        self.evaluate(kept, settings, 0, device)
+        if self.skip_reason(kept) is None:
+            self.evaluate(kept, settings, 0, device)
+        else:
+            corrupted = text.corruption(self.source, params)
+            key = (self.source, json.dumps(params.model_dump(), sort_keys=True))
+            replaceable_features(kept, text, corrupted, key)
         return time.perf_counter() - start
 
     def evaluate_reference(
