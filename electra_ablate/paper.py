@@ -25,6 +25,15 @@ PAPER = (
     'Generators", ICLR 2020'
 )
 
+
+def claims_family() -> str:
+    """The task family whose aggregate the paper's numbers and claims are about (GLUE's
+    score); imported late, as the GLUE family imports this module for its Table 5."""
+    from electra_ablate.evaluation import glue
+
+    return glue.FAMILY
+
+
 TABLE5_SOURCE = (
     f"{PAPER}, Table 5 (§3.5, compute-efficiency experiments): GLUE dev score, median of 10 "
     "fine-tuning runs; base-size models (the §3.2 default; its BERT row equals BERT-Base's 82.2 "

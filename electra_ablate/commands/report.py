@@ -7,8 +7,7 @@ from pathlib import Path
 import typer
 
 from electra_ablate.errors import InputError
-
-RESULTS_FILE = "results.parquet"
+from electra_ablate.layout import RESULTS_FILE
 
 RUNS_ROOT = Path("runs")
 
