@@ -224,9 +224,9 @@ def claims_section(
         )
         if v.verdict == stats.UNRESOLVED:
             line = f"- *{claim.statement}* ({v.binding.label_a} − {v.binding.label_b}): {v.power}."
-            command = plan_command(study, v.plan)
+            command = plan_command(study, v.plan, v.difference)
             if command:
-                line += f" The plan's cost: `{command}`"
+                line += f" Its cost: `{command}`"
             plans.append(line)
     relations = (
         f'A claim "A > B" is *supported* when the 95% CI of A − B lies above 0, '
@@ -251,17 +251,27 @@ def claims_section(
     return "\n\n".join(parts)
 
 
-def plan_command(study: Mapping[str, Any], plan: stats.SeedPlan | None) -> str:
-    """``ablate run SPEC --dry-run --set …``: the study with the plan's seed counts."""
-    if plan is None or plan.cheapest is None or not study.get("spec_path"):
+def plan_command(
+    study: Mapping[str, Any], plan: stats.SeedPlan | None, found: stats.Difference
+) -> str:
+    """``ablate run SPEC --dry-run --set …``: the study with the plan's seed counts (the pilot's
+    when one model per arm left nothing to plan from); empty when no plan in the grid resolves
+    the claim or the study has no spec path."""
+    if plan is not None and plan.cheapest is not None:
+        n_pretrain, n_finetune = plan.cheapest.n_pretrain, plan.cheapest.n_finetune
+    elif plan is None and found.n_pretrain * found.n_finetune == 1:
+        n_pretrain, n_finetune = paper.PILOT
+    else:
+        return ""
+    if not study.get("spec_path"):
         return ""
     spec = study.get("spec") or {}
     overrides = dict(study.get("overrides") or {})
     pretrain_seeds = list((spec.get("pretrain") or {}).get("seeds") or [0])
     block = "evaluation" if spec.get("evaluation") and not spec.get("finetune") else "finetune"
     finetune_seeds = list((spec.get(block) or {}).get("seeds") or [0])
-    overrides["pretrain.seeds"] = extend(pretrain_seeds, plan.cheapest.n_pretrain)
-    overrides[f"{block}.seeds"] = extend(finetune_seeds, plan.cheapest.n_finetune)
+    overrides["pretrain.seeds"] = extend(pretrain_seeds, n_pretrain)
+    overrides[f"{block}.seeds"] = extend(finetune_seeds, n_finetune)
     sets = " ".join(f"--set {shlex.quote(f'{k}={flow(v)}')}" for k, v in overrides.items())
     return f"ablate run {study['spec_path']} --dry-run {sets}"
 
