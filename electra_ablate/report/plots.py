@@ -41,16 +41,45 @@ def tick_label(x: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+TICK_MANTISSAS = ((1.0, 3.0), (1.0, 2.0, 5.0), tuple(float(m) for m in range(1, 10)))
+"""Tick mantissas per decade, coarsest first: an axis takes the first set that puts at least
+three ticks in view (a range within one decade needs the finer ones)."""
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis from ``low`` to ``high``, at one-digit mantissas, so every label
+    (``tick_label``) is distinct and short."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    ticks: list[float] = []
+    for mantissas in TICK_MANTISSAS:
+        ticks = [
+            m * 10.0**k
+            for k in range(first, last + 1)
+            for m in mantissas
+            if low <= m * 10.0**k <= high
+        ]
+        if len(ticks) >= 3:
+            break
+    return ticks
+
+
 def flops_axis(ax: Axes, ticks: Sequence[float] | None = None) -> None:
     """Log x-axis labelled ``1e13 3e13 1e14``: ticks at the given FLOPs (the checkpoints), else
-    at 1 and 3 per decade; no minor ticks (mathtext labels on every minor tick clutter and are
-    most of the drawing time)."""
+    at one-digit mantissas spaced so their labels never overlap (``log_ticks``); no minor ticks
+    (mathtext labels on every minor tick clutter and are most of the drawing time). Call it
+    after drawing: it reads the data's range."""
     ax.set_xscale("log")
     if ticks:
         ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_flops(x)))
     else:
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
+        ax.autoscale_view()
+        low, high = ax.get_xlim()
+        if low > 0 and high > low:
+            ax.set_xlim(low, high)
+            ax.xaxis.set_major_locator(FixedLocator(log_ticks(low, high)))
+        else:
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelsize="small")
