@@ -200,7 +200,7 @@ def final_section(
         f"baseline's, with the CI of that difference. Task columns: median (min–max) over "
         f"models. {family.published_note}".strip(),
     ]
-    note = verdicts.noise_note(comparison)
+    note = verdicts.noise_note(comparison, ranked["label"].to_list())
     if note:
         parts.append(note)
     pairs = verdicts.pairs_table(

@@ -36,9 +36,10 @@ class Comparison:
     def difference(self, a: str, b: str) -> stats.Difference:
         return stats.difference(self.grids[a], self.grids[b], score_aggregation())
 
-    @property
-    def one_pretrain_seed(self) -> bool:
-        return any(s.finetune_noise_only for s in self.scores.values())
+    def one_pretrain_seed(self, labels: Sequence[str]) -> bool:
+        """Whether one of these (pre-trained) labels has a single pre-training seed. The
+        no-pre-training baseline has one by design: its initialisation is not a study seed."""
+        return any(self.scores[x].finetune_noise_only for x in labels if x in self.scores)
 
     @property
     def single_models(self) -> bool:
@@ -105,7 +106,7 @@ def verdict_words(d: stats.Difference) -> str:
     return "no interval: unresolved" if math.isnan(d.ci_low) else "CI includes 0: unresolved"
 
 
-def noise_note(comparison: Comparison) -> str:
+def noise_note(comparison: Comparison, pretrained: Sequence[str]) -> str:
     """What the intervals cover, in one sentence a reader cannot miss."""
     if comparison.single_models:
         return (
@@ -113,7 +114,7 @@ def noise_note(comparison: Comparison) -> str:
             "interval can be computed, so no difference below is resolved; run more seeds "
             "(the claims section says how many)."
         )
-    if comparison.one_pretrain_seed:
+    if comparison.one_pretrain_seed(pretrained):
         return (
             f"*One pre-training seed*: {stats.FINETUNE_NOISE_ONLY}. A second pre-training seed "
             "can move a score by more than these intervals show."
