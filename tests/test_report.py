@@ -405,7 +405,9 @@ def test_diagnostics_say_when_each_model_left_its_prior(text):
         "| Label | GLUE per model (final) [95% CI] | gen_mlm_nats_learnt | mlm_nats_learnt "
         "| disc_auc |"
     )
-    assert table_row(text, f"BERT | 74.0 {ci_of('BERT', 74)}").endswith("| — | 0.600 (0.550); ≥ 0.1 at 1.75e15 | — |")
+    assert table_row(text, f"BERT | 74.0 {ci_of('BERT', 74)}").endswith(
+        "| — | 0.600 (0.550); ≥ 0.1 at 1.75e15 | — |"
+    )
     assert table_row(text, f"ELECTRA | 80.0 {ci_of('ELECTRA', 80)}").endswith(
         "| -0.050 (-0.050); never ≥ 0.1 | — | 0.700 (0.688); ≥ 0.6 at 2.25e15 |"
     )
@@ -578,3 +580,140 @@ def test_an_objectives_params_away_from_the_paper_are_deviations_declared_by_the
         ]
     }
     assert deviations(spec) == ["`2stage`: split_by flops (the paper: steps)"]
+
+
+# --- re-reportable results, one seed, the paper's claims ------------------------------------
+
+
+def without_dates(text: str) -> str:
+    """A report's markdown less what may differ between two renderings of the same tables."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("| Date |"))
+
+
+def test_a_report_folder_keeps_its_tables_and_reports_again_to_the_same_markdown(
+    study_dir, report, tmp_path
+):
+    folder = report.parent
+    for name in ("results.parquet", "runs.parquet", "pretrain_metrics.parquet", "study.json"):
+        assert (folder / name).read_bytes() == (study_dir / name).read_bytes()
+    assert "| Tables | `results.parquet`, `runs.parquet`, `pretrain_metrics.parquet` beside" in (
+        report.read_text(encoding="utf-8")
+    )
+    again = write_report(folder, tmp_path / "again")
+    assert without_dates(again.read_text(encoding="utf-8")) == without_dates(
+        report.read_text(encoding="utf-8")
+    )
+    assert (tmp_path / "again" / "summary.csv").read_bytes() == (
+        folder / "summary.csv"
+    ).read_bytes()
+    # and the regenerated folder is a source in turn
+    third = write_report(tmp_path / "again", tmp_path / "third")
+    assert third.read_text(encoding="utf-8") == again.read_text(encoding="utf-8")
+
+
+def test_a_report_folder_regenerates_with_its_notes(study_dir, tmp_path):
+    notes = tmp_path / "mine.md"
+    notes.write_text("## Discussion\n\nThe gaps are what the pairing resolves.\n")
+    first = write_report(study_dir, tmp_path / "first", notes)
+    assert (tmp_path / "first" / "notes.md").read_text() == notes.read_text()
+    second = write_report(tmp_path / "first", tmp_path / "second")  # no --notes: its own
+    assert "The gaps are what the pairing resolves." in second.read_text(encoding="utf-8")
+    assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
+
+
+def test_a_report_folder_without_tables_is_one_line_and_exit_2(tmp_path):
+    """Reports committed before they kept their tables: `ablate report` says so and what to
+    do, through the installed CLI."""
+    import subprocess
+
+    old = tmp_path / "reports" / "objectives"
+    old.mkdir(parents=True)
+    (old / "report.md").write_text("# Study `objectives`\n")
+    (old / "summary.csv").write_text("objective,label\n")
+    done = subprocess.run(
+        ["ablate", "report", str(old), "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {old} is a report folder without its tables (results.parquet, runs.parquet, "
+        "pretrain_metrics.parquet): it was written before reports kept them; report its study "
+        f"folder instead (`ablate report STUDY_DIR --out {old}`)"
+    ]
+    assert not (tmp_path / "x").exists()
+
+
+def one_seed_study(directory: Path) -> Path:
+    """The synthetic study with one fine-tuning seed: one model per label."""
+    make_study_dir(directory)
+    rows = pl.read_parquet(directory / "results.parquet").filter(pl.col("finetune_seed") == 0)
+    rows.write_parquet(directory / "results.parquet")
+    return directory
+
+
+def test_with_one_model_per_label_the_report_says_there_is_no_interval(tmp_path):
+    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+    assert "gap > spread" not in text and "spread 0.00" not in text
+    assert "*One model per objective* (one pre-training and one fine-tuning seed): no interval" in (
+        text
+    )
+    assert "- ELECTRA − All-tokens: +5.00 no CI, paired, 1 × 1 seeds → no interval: unresolved" in (
+        text
+    )
+    # the two aggregations are the same number with one model: one column, and it says so
+    assert "GLUE (paper)" not in table_row(text, "Rank | Label")
+    assert "With one model per label the paper's aggregation gives the same GLUE." in text
+    assert table_row(text, "1 | ELECTRA").startswith(
+        "| 1 | ELECTRA | `electra` | 79.0 no CI | 1 × 1 |"
+    )
+    summary = pl.read_csv(tmp_path / "one" / "report" / "summary.csv")
+    assert summary["n_finetune"].unique().to_list() == [1]
+    assert summary["ci_low"].is_nan().all() or summary["ci_low"].is_null().all()
+
+
+def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(text):
+    section = text[text.index("## The paper's claims (GLUE at 100% of the budget)") :]
+    section = section[: section.index("\n## ", 5)]
+    # every label runs its objective's defaults; the paired differences are exact
+    assert (
+        "| ELECTRA 85.0 > All-Tokens MLM 84.3 | 85.0 vs 84.3 (+0.70) | ELECTRA − All-tokens "
+        "| +5.00 [+5.0, +5.0] | 1 × 3, paired | **supported** |"
+    ) in section
+    assert "| ELECTRA 85.0 > BERT 82.2 | 85.0 vs 82.2 (+2.80) | ELECTRA − BERT |" in section
+    assert "Replace MLM" not in section.split("|---|")[1]  # its run never reached the end
+    assert "Seeds that would resolve" not in section  # nothing unresolved here
+
+
+def test_an_unresolved_claim_gets_its_seed_plan_and_the_dry_run_command_that_prices_it(tmp_path):
+    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+    assert "| ELECTRA − BERT | +6.00 no CI | 1 × 1, paired | **unresolved at this power** |" in text
+    assert (
+        "- *ELECTRA 85.0 > BERT 82.2* (ELECTRA − BERT): one model per arm, so no variance was "
+        "measured and no seed plan can be computed; a pilot with 3 pre-training × 3 fine-tuning "
+        "seeds measures it. Its cost: `ablate run studies/synthetic.yaml --dry-run --set "
+        "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"
+    ) in text
+
+
+def test_a_plan_command_keeps_the_studys_overrides_and_extends_its_seeds():
+    from electra_ablate import stats
+    from electra_ablate.report.verdicts import plan_command
+
+    components = stats.VarianceComponents(0.5, 2.0, 3, 3, "test")
+    plan = stats.seed_plan(components, 2.0)
+    assert plan.cheapest is not None
+    study = {
+        "spec_path": "studies/objectives.yaml",
+        "overrides": {"budget.flops": 5e13},
+        "spec": {"pretrain": {"seeds": [7]}, "finetune": {"seeds": [0, 1, 2]}},
+    }
+    found = stats.Difference("a", "b", 1.0, -1.0, 3.0, 1.0, 2, 3, 3, True)
+    command = plan_command(study, plan, found)
+    p, f = plan.cheapest.n_pretrain, plan.cheapest.n_finetune
+    pretrain = [7, *[s for s in range(p) if s != 7]][:p]
+    assert command == (
+        "ablate run studies/objectives.yaml --dry-run --set budget.flops=50000000000000.0 "
+        f"--set 'pretrain.seeds={pretrain}' --set 'finetune.seeds={list(range(f))}'"
+    )
