@@ -17,8 +17,8 @@ from electra_ablate.results import (
     read_results,
     score_intervals,
     summary_table,
-    with_intervals,
     task_scores,
+    with_intervals,
     write_table,
 )
 

@@ -1,16 +1,20 @@
 """``report.md`` for a study output folder: what was run, what came out, next to the paper.
 
 Everything is derived from the files the study runner wrote (results, runs, pre-training
-metrics, ``study.json``), so the same folder always gives the same report. The prose is limited
-to facts a reader can check against the tables: the measured ranking, whether each gap beats the
-seed-to-seed spread, where each objective stands against no pre-training, and when each model
-left its prior. An author's reading goes in through ``--notes``.
+metrics, ``study.json``), so the same folder always gives the same report; the report folder
+keeps a copy of them, so it gives the same report again (``source``). The prose is limited to
+facts a reader can check against the tables: the measured ranking, whether each difference is
+resolved by its 95% confidence interval, where each objective stands against no pre-training,
+which of the paper's claims the study supports, contradicts or cannot resolve, and when each
+model left its prior. An author's reading goes in through ``--notes``.
 
-- ``header``: provenance, recipe, deviations from the paper;
+- ``source``: a study folder or a report folder, read; the tables kept beside the report;
+- ``header``: provenance, recipe, deviations from the paper, the tables kept;
 - ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
   ``summary.csv`` beside ``report.md``);
+- ``verdicts``: scores and paired differences with CIs, the paper's claims and seed plans;
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
-- ``plots``: the figures.
+- ``plots``: the figures; ``compare``: ``ablate compare``.
 """
 
 from __future__ import annotations
