@@ -80,7 +80,7 @@ def test_each_objective_keeps_its_colour_in_reports_and_comparisons():
 def test_bad_input_is_one_line_and_exit_2(studies, tmp_path, case):
     short, long_report = studies
     if case == "missing folder":
-        args, expected = [str(short), str(tmp_path / "nope")], "is not a folder"
+        args, expected = [str(short), str(tmp_path / "nope")], "(no such folder)"
     elif case == "one study":
         args, expected = [str(short)], "needs at least two study or report folders"
     elif case == "no results":

@@ -548,7 +548,9 @@ def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli(), ["report", "empty"])
     assert result.exit_code == 1  # the runner's code for an exception; `ablate` maps it to 2
     assert isinstance(result.exception, AblateError)
-    assert str(result.exception) == "empty is not a folder: pass a study folder or a report folder"
+    assert str(result.exception) == (
+        "no results in empty (no such folder): pass a study folder or a report folder"
+    )
     result = CliRunner().invoke(cli(), ["report"])
     assert isinstance(result.exception, AblateError)
     assert "no study results under runs/" in str(result.exception)

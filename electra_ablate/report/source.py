@@ -63,7 +63,9 @@ def read_tables(folder: Path) -> StudyTables:
     do."""
     folder = Path(folder)
     if not folder.is_dir():
-        raise InputError(f"{folder} is not a folder: pass a study folder or a report folder")
+        raise InputError(
+            f"no results in {folder} (no such folder): pass a study folder or a report folder"
+        )
     from_report = is_report_folder(folder)
     present = [name for name in TABLE_FILES if (folder / name).is_file()]
     if from_report and not present:
