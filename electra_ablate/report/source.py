@@ -25,6 +25,7 @@ from electra_ablate.layout import (
     RUNS_FILE,
     STUDY_FILE,
     TABLE_FILES,
+    StudyLayout,
 )
 from electra_ablate.results import complete_runs, read_results
 
@@ -55,7 +56,7 @@ class StudyTables:
 
 def is_report_folder(folder: Path) -> bool:
     """A folder ``ablate report`` wrote: its ``report.md`` sits at the top, a study's does not."""
-    return (folder / REPORT_FILE).is_file() and not (folder / "pretrain").is_dir()
+    return (folder / REPORT_FILE).is_file() and not StudyLayout(folder).pretrain_dir.is_dir()
 
 
 def read_tables(folder: Path) -> StudyTables:
