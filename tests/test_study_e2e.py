@@ -124,7 +124,7 @@ def test_the_report_tests_the_papers_claims_and_its_seed_plan_command_runs(
     assert "## The paper's claims (GLUE at 100% of the budget)" in text
     assert "| electra − bert_mlm |" in text and "**unresolved at this power**" in text
     command = text.split("Its cost: `", 1)[1].split("`", 1)[0]
-    assert command.startswith("ablate run studies/smoke.yaml --dry-run --set ")
+    assert command.startswith(f"ablate run {SMOKE} --dry-run --set ")  # the spec as run
     env = {**data_env, "COLUMNS": "250"}
     dry = ablate([*shlex.split(command)[1:], "--out", str(tmp_path / "dry")], env)
     assert dry.returncode == 0, dry.stderr
