@@ -66,7 +66,7 @@ def convention_gap(results: pl.DataFrame, final: float) -> str:
         )
         .group_by("label")
         .agg(pl.col("flops_paper").mean(), pl.col("flops_standard").mean())
-        .sort("flops_standard")
+        .sort("flops_standard", "label")  # ties broken by name: the same report every time
     )
     if at.height < 2:
         return ""
