@@ -26,6 +26,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+STUDY_FILE = "study.json"
+RESULTS_FILE = "results.parquet"
+RUNS_FILE = "runs.parquet"
+PRETRAIN_METRICS_FILE = "pretrain_metrics.parquet"
+TABLE_FILES = (RESULTS_FILE, RUNS_FILE, PRETRAIN_METRICS_FILE)
+"""The tidy tables a study writes and ``ablate report`` copies beside ``report.md`` (no weights),
+so a report folder can be reported again, or compared, without its study folder."""
+REPORT_FILE = "report.md"
+SUMMARY_FILE = "summary.csv"
+NOTES_FILE = "notes.md"
+"""An author's discussion kept in a report folder; reporting that folder again includes it."""
+
 KEPT_META = "kept.json"
 """The file of a kept folder that describes its encoder (written by ``kept.save_kept``)."""
 
@@ -100,19 +112,19 @@ class StudyLayout:
 
     @property
     def study_json(self) -> Path:
-        return self.root / "study.json"
+        return self.root / STUDY_FILE
 
     @property
     def results(self) -> Path:
-        return self.root / "results.parquet"
+        return self.root / RESULTS_FILE
 
     @property
     def runs(self) -> Path:
-        return self.root / "runs.parquet"
+        return self.root / RUNS_FILE
 
     @property
     def pretrain_metrics(self) -> Path:
-        return self.root / "pretrain_metrics.parquet"
+        return self.root / PRETRAIN_METRICS_FILE
 
     @property
     def lock(self) -> Path:

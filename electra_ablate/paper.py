@@ -25,6 +25,15 @@ PAPER = (
     'Generators", ICLR 2020'
 )
 
+
+def claims_family() -> str:
+    """The task family whose aggregate the paper's numbers and claims are about (GLUE's
+    score); imported late, as the GLUE family imports this module for its Table 5."""
+    from electra_ablate.evaluation import glue
+
+    return glue.FAMILY
+
+
 TABLE5_SOURCE = (
     f"{PAPER}, Table 5 (§3.5, compute-efficiency experiments): GLUE dev score, median of 10 "
     "fine-tuning runs; base-size models (the §3.2 default; its BERT row equals BERT-Base's 82.2 "
@@ -499,6 +508,11 @@ def covered_claims(
     return bindings
 
 
+PILOT = (3, 3)
+"""Pre-training × fine-tuning seeds that measure both variance components, for a study that
+ran one model per arm and so cannot plan anything from its own spread."""
+
+
 @dataclass(frozen=True)
 class ClaimVerdict:
     """A claim tested on a study: our A − B with its CI, the verdict read from the CI, and for
@@ -557,7 +571,13 @@ def _power(
     power: float,
     finetune_cost: float,
 ) -> tuple[stats.SeedPlan | None, str]:
-    """The seeds that would resolve an unresolved claim, in one line."""
+    """The seeds that would resolve an unresolved claim, in one line. With one model per arm
+    no variance was measured, so there is no plan to compute, and the line says so."""
+    if min(a.units, b.units) < 2:
+        return None, (
+            "one model per arm, so no variance was measured and no seed plan can be computed; "
+            f"a pilot with {PILOT[0]} pre-training × {PILOT[1]} fine-tuning seeds measures it"
+        )
     components = stats.difference_components(a, b, external_between=external_between)
     factor = aggregation.variance_factor
     if claim.gap is None:

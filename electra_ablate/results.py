@@ -20,9 +20,8 @@ import polars as pl
 
 from electra_ablate.errors import AblateError, InputError
 from electra_ablate.evaluation import glue
+from electra_ablate.layout import RESULTS_FILE
 from electra_ablate.storage import atomic_file
-
-RESULTS_FILE = "results.parquet"
 
 RESULTS_SCHEMA = pl.Schema(
     {
@@ -253,29 +252,106 @@ def of_family(frame: pl.DataFrame, family: str) -> pl.DataFrame:
     return frame.filter(pl.col("family") == family)
 
 
+SCORE_AGGREGATION_NAME = "median over models of the mean over tasks"
+"""The per-model score every report ranks by (``family_scores``' median): each evaluated model's
+mean over its family's aggregated tasks, then the median over models. Its confidence intervals
+use the same statistic (``stats.MEDIAN_OF_MODEL_MEANS``)."""
+
+INTERVAL_COLUMNS = ("ci_low", "ci_high", "n_pretrain", "n_finetune")
+
+
+def score_aggregation():  # -> stats.Aggregation, imported lazily (scipy)
+    from electra_ablate import stats
+
+    return stats.MEDIAN_OF_MODEL_MEANS
+
+
+def evaluated_only_at_start(results: pl.DataFrame) -> list[str]:
+    """Labels evaluated at budget fraction 0 only: the no-pre-training baseline, a task's
+    reference scorer. They stand beside every checkpoint of the others."""
+    budgets = results.group_by("label").agg(pl.col("checkpoint_fraction").max())
+    return budgets.filter(pl.col("checkpoint_fraction") == 0)["label"].sort().to_list()
+
+
+def checkpoint_values(results: pl.DataFrame, fraction: float) -> pl.DataFrame:
+    """The aggregated rows of one family at ``fraction``, with those of labels evaluated only
+    at the start, as ``stats.arm_grids`` takes them: one value per (label, seeds, task)."""
+    start = evaluated_only_at_start(results)
+    return results.filter(
+        pl.col("in_aggregate")
+        & ((pl.col("checkpoint_fraction") == fraction) | pl.col("label").is_in(start))
+    )
+
+
+def score_intervals(results: pl.DataFrame) -> pl.DataFrame:
+    """Per family, label and checkpoint: the 95% confidence interval of the per-model score
+    (hierarchical bootstrap over pre-training, then fine-tuning seeds; ``stats.score``) and the
+    numbers of pre-training and fine-tuning seeds behind it. NaN bounds: one model."""
+    from electra_ablate import stats
+
+    rows = []
+    aggregated = results.filter(pl.col("in_aggregate"))
+    keys = ["family", "checkpoint_fraction"]
+    for (family, fraction), values in aggregated.group_by(keys, maintain_order=True):
+        objective_of = dict(values.select("label", "objective").unique().iter_rows())
+        for s in stats.arm_scores(values, score_aggregation()):
+            rows.append(
+                {
+                    "family": family,
+                    "label": s.label,
+                    "objective": objective_of[s.label],
+                    "checkpoint_fraction": fraction,
+                    "ci_low": s.ci_low,
+                    "ci_high": s.ci_high,
+                    "n_pretrain": s.n_pretrain,
+                    "n_finetune": s.n_finetune,
+                }
+            )
+    schema = {
+        "family": pl.String,
+        "label": pl.String,
+        "objective": pl.String,
+        "checkpoint_fraction": pl.Float64,
+        "ci_low": pl.Float64,
+        "ci_high": pl.Float64,
+        "n_pretrain": pl.Int64,
+        "n_finetune": pl.Int64,
+    }
+    return pl.DataFrame(rows, schema=schema)
+
+
+def with_intervals(scores: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFrame:
+    """``family_scores`` with each row's interval columns (null where there is none)."""
+    keys = ["family", *CHECKPOINT_KEYS]
+    return scores.join(intervals, on=keys, how="left")
+
+
 def summary_table(scores: pl.DataFrame, families: Sequence[str] | None = None) -> pl.DataFrame:
     """``summary.csv``: per objective entry and checkpoint, each family's score per model:
-    ``<family>_median``, ``_min``, ``_max`` and the number of models (``n`` for the first
-    family, ``<family>_n`` for the others), so a GLUE study's summary reads ``glue_median,
-    glue_min, glue_max, n``. ``families`` gives their order (default: as in ``scores``). The
+    ``<family>_median``, ``_min``, ``_max``, the number of models (``n``), and, where ``scores``
+    carries them (``with_intervals``), the 95% CI of that median and the seeds behind it
+    (``ci_low``, ``ci_high``, ``n_pretrain``, ``n_finetune``). The first family's count and
+    interval columns are unprefixed, the others' ``<family>_``-prefixed, so a GLUE study's
+    summary reads ``glue_median, glue_min, glue_max, n, ci_low, ci_high, n_pretrain,
+    n_finetune``. ``families`` gives their order (default: as in ``scores``). The
     no-pre-training baseline has objective ``none``, fraction 0."""
     keys = ["objective", "label", "checkpoint_fraction"]
     table, columns = None, []
     order = families if families is not None else families_in_order(scores)
     present = set(scores["family"].to_list())
+    extra = [c for c in INTERVAL_COLUMNS if c in scores.columns]
     for i, family in enumerate(f for f in order if f in present):
+        prefix = "" if i == 0 else f"{family}_"
+        sources = ("median", "min", "max", "n", *extra)
         names = [
             f"{family}_median",
             f"{family}_min",
             f"{family}_max",
-            "n" if i == 0 else f"{family}_n",
+            f"{prefix}n",
+            *(f"{prefix}{c}" for c in extra),
         ]
         part = of_family(scores, family).select(
-            *keys,
-            *(
-                pl.col(c).alias(n)
-                for c, n in zip(("median", "min", "max", "n"), names, strict=True)
-            ),
+            *keys, *(pl.col(c).alias(n) for c, n in zip(sources, names, strict=True))
         )
         table = part if table is None else table.join(part, on=keys, how="full", coalesce=True)
         columns += names
@@ -301,6 +377,10 @@ def pretraining_only_summary(runs: pl.DataFrame, fractions: Sequence[float]) -> 
                 for c in ("median", "min", "max")
             ),
             pl.lit(0, pl.UInt32).alias("n"),
+            pl.lit(None, pl.Float64).alias("ci_low"),
+            pl.lit(None, pl.Float64).alias("ci_high"),
+            pl.lit(0, pl.Int64).alias("n_pretrain"),
+            pl.lit(0, pl.Int64).alias("n_finetune"),
         )
         .sort("objective", "label", "budget_fraction")
     )
@@ -319,24 +399,14 @@ def final_fraction(results: pl.DataFrame) -> float:
 
 def ranking(scores: pl.DataFrame, fraction: float) -> pl.DataFrame:
     """Labels ranked by one family's median score at ``fraction``, with each gap to the next one
-    down.
-
-    ``spread`` is a label's min–max range over seeds; ``beyond_spread`` says whether the gap in
-    medians exceeds the larger of the two ranges (``spread_with_next``): a reader's first
-    question about a ranking is whether seeds alone could flip it.
-    """
+    down. Whether a gap is more than seeds can make is the bootstrap's to say (``stats``), not
+    a comparison of min–max ranges."""
     at = (
         scores.filter(pl.col("checkpoint_fraction") == fraction)
         .sort(["median", "label"], descending=[True, False])
-        .with_columns(
-            (pl.col("max") - pl.col("min")).alias("spread"),
-            pl.int_range(1, pl.len() + 1).alias("rank"),
-        )
+        .with_columns(pl.int_range(1, pl.len() + 1).alias("rank"))
     )
-    return at.with_columns(
-        (pl.col("median") - pl.col("median").shift(-1)).alias("gap_to_next"),
-        pl.max_horizontal("spread", pl.col("spread").shift(-1)).alias("spread_with_next"),
-    ).with_columns((pl.col("gap_to_next") > pl.col("spread_with_next")).alias("beyond_spread"))
+    return at.with_columns((pl.col("median") - pl.col("median").shift(-1)).alias("gap_to_next"))
 
 
 def labels_in_order(scores: pl.DataFrame, fraction: float) -> Sequence[str]:

@@ -3,6 +3,9 @@
 Scores are ``base + 10 * fraction + task offset + seed offset`` with seed offsets (-1, 0, +2),
 so at the full budget every median is ``base + 10 + mean(task offsets)`` and every min–max
 spread is 3. WNLI gets 99 everywhere: if it leaked into the GLUE score, every number would move.
+Every label shares the seed offsets, so every paired difference is exact (a zero-width CI), while
+each score's CI is the t interval over three models: 80 ± t(2) · sd(-1, 0, 2) · sqrt(3/2) / ...
+(checked against ``stats`` rather than re-derived here).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import polars as pl
 import pytest
 import typer
@@ -35,6 +39,7 @@ BASELINE = ("no pre-training", "none", 52.0)  # label, objective, score at "frac
 STANDARD_RATIO = {"electra": 1.5, "all_tokens_mlm": 1.8, "bert_mlm": 1.6, "replace_mlm": 1.55}
 FAILURE = "loss became NaN at step 120"
 STEMS = ("glue_vs_flops", "glue_tasks_vs_flops", "pretrain_curves")
+SUMMARY_INTERVALS = ["ci_low", "ci_high", "n_pretrain", "n_finetune"]
 
 
 def result_row(label, objective, fraction, seed, task, name, headline, value, ratio=1.5):
@@ -180,12 +185,22 @@ def study_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def report(study_dir) -> Path:
-    return write_report(study_dir)
+    path = write_report(study_dir)
+    REPORTS.insert(0, path.parent)
+    return path
 
 
 @pytest.fixture(scope="module")
 def text(report) -> str:
     return report.read_text(encoding="utf-8")
+
+
+def report_dir(text: str) -> Path:
+    """The module's report folder (the fixtures write one)."""
+    return REPORTS[0]
+
+
+REPORTS: list[Path] = []
 
 
 def table_row(text: str, first_cells: str) -> str:
@@ -203,30 +218,49 @@ def test_report_goes_to_run_dir_report_with_every_figure(study_dir, report, text
 def test_final_table_ranks_labels_with_both_aggregations_baseline_gap_and_paper_number(text):
     # ELECTRA: cola 60+10+0 = 70, mrpc 90, GLUE mean 80; seeds move it by -1/+2; none is 62
     assert table_row(text, "1 | ELECTRA") == (
-        "| 1 | ELECTRA | `electra` | 80.0 (79.0–82.0) | 80.0 | +18.0 | 70.0 (69.0–72.0) "
-        "| 90.0 (89.0–92.0) | 99.0 (99.0–99.0) | 85.0 |"
+        f"| 1 | ELECTRA | `electra` | 80.0 {ci_of('ELECTRA', 80)} | 1 × 3 | 80.0 "
+        "| +18.0 [+18.0, +18.0] | 70.0 (69.0–72.0) | 90.0 (89.0–92.0) | 99.0 (99.0–99.0) | 85.0 |"
     )
     assert table_row(text, "2 | All-tokens").endswith(
-        "| 75.0 (74.0–77.0) | 75.0 | +13.0 | 65.0 (64.0–67.0) | 85.0 (84.0–87.0) "
+        "| 1 × 3 | 75.0 | +13.0 [+13.0, +13.0] | 65.0 (64.0–67.0) | 85.0 (84.0–87.0) "
         "| 99.0 (99.0–99.0) | 84.3 |"
     )
     assert table_row(text, "3 | BERT").endswith("| 82.2 |")
     # the failed run never reached the final budget: unranked, paper number still beside it
     assert table_row(text, "— | Replace MLM") == (
-        "| — | Replace MLM | `replace_mlm` | — | — | — | — | — | — | 82.4 |"
+        "| — | Replace MLM | `replace_mlm` | — | — | — | — | — | — | — | 82.4 |"
     )
     assert table_row(text, "— | no pre-training").startswith(
-        "| — | no pre-training | `none` | 62.0 (61.0–64.0) | 62.0 | — | 52.0 (51.0–54.0) |"
+        "| — | no pre-training | `none` | 62.0 [5"
     )
+    assert "| 1 × 3 | 62.0 | — | 52.0 (51.0–54.0) |" in table_row(text, "— | no pre-training")
     assert "wnli (accuracy, not in GLUE)" in text
+
+
+def ci_of(label: str, median: float) -> str:
+    """A label's 95% CI as the report prints it: its three models are its median + (-1, 0, +2),
+    so ``stats`` on those three numbers alone (seeded by the label) gives the same interval."""
+    from electra_ablate import stats
+
+    values = np.array([[[median - 1.0], [median], [median + 2.0]]])
+    s = stats.score(stats.ArmGrid(label, (0,), (0, 1, 2), ("t",), values))
+    return f"[{s.ci_low:.1f}, {s.ci_high:.1f}]"
+
+
+def ci_bounds(label: str, median: float) -> tuple[float, float]:
+    from electra_ablate import stats
+
+    values = np.array([[[median - 1.0], [median], [median + 2.0]]])
+    s = stats.score(stats.ArmGrid(label, (0,), (0, 1, 2), ("t",), values))
+    return s.ci_low, s.ci_high
 
 
 def test_every_objective_is_compared_with_the_no_pretraining_baseline(text):
     assert (
-        "**No pre-training**: 62.0 (61.0–64.0). Above it by more than the larger min–max "
-        "spread: ELECTRA (+18.0, spread 3.0), All-tokens (+13.0, spread 3.0), BERT (+12.0, "
-        "spread 3.0)."
+        "Above it (95% CI of the difference above 0): ELECTRA (+18.0 [+18.0, +18.0]), "
+        "All-tokens (+13.0 [+13.0, +13.0]), BERT (+12.0 [+12.0, +12.0])."
     ) in text
+    assert "min–max spread" not in text and "gap > spread" not in text
 
 
 def test_the_flops_gap_in_the_other_convention_is_stated(text):
@@ -244,8 +278,10 @@ def test_summary_csv_has_every_checkpoint_and_the_baseline(report):
         "glue_min",
         "glue_max",
         "n",
+        *SUMMARY_INTERVALS,
     ]
     baseline = summary.filter(pl.col("objective") == "none").row(0, named=True)
+    low, high = ci_bounds("no pre-training", 62.0)
     assert baseline == {
         "objective": "none",
         "label": "no pre-training",
@@ -254,6 +290,10 @@ def test_summary_csv_has_every_checkpoint_and_the_baseline(report):
         "glue_min": 61.0,
         "glue_max": 64.0,
         "n": 3,
+        "ci_low": pytest.approx(low, abs=1e-3),
+        "ci_high": pytest.approx(high, abs=1e-3),
+        "n_pretrain": 1,
+        "n_finetune": 3,
     }
     electra = summary.filter(pl.col("label") == "ELECTRA").sort("budget_fraction")
     assert electra["budget_fraction"].to_list() == list(FRACTIONS)
@@ -304,11 +344,20 @@ def test_paper_aggregation_takes_task_medians_before_the_mean(tmp_path):
     assert family_scores(frame)["median"].to_list() == [70.0]  # per seed: 80, 70, 60
 
 
-def test_ordering_line_compares_each_gap_with_the_spread(text):
-    assert "ELECTRA 80.0 > All-tokens 75.0 > BERT 74.0." in text
-    assert "ELECTRA − All-tokens: gap 5.00, larger min–max spread 3.00 → gap > spread" in text
-    assert "All-tokens − BERT: gap 1.00, larger min–max spread 3.00 → within spread" in text
+def test_ordering_line_reads_each_gap_from_the_ci_of_the_paired_difference(text):
+    assert (
+        f"ELECTRA 80.0 {ci_of('ELECTRA', 80)} > All-tokens 75.0 {ci_of('All-tokens', 75)} > "
+        f"BERT 74.0 {ci_of('BERT', 74)}."
+    ) in text
+    # the score CIs overlap, yet the paired difference is exact: pairing is what resolves it
+    assert (
+        "- All-tokens − BERT: +1.00 [+1.00, +1.00], paired, 1 × 3 seeds → All-tokens above BERT"
+    ) in text
+    assert "*One pre-training seed*: the CI covers fine-tuning noise only." in text
+    assert "| All-tokens | no pre-training | +13.00 | [+13.0, +13.0] | paired | 1 × 3 |" in text
+    # the paper's order, and this study's scores listed in it, not as a ranking of its own
     assert "ELECTRA 85.0 > All-Tokens MLM 84.3 > Replace MLM 82.4 = ELECTRA 15% 82.4" in text
+    assert "This study's scores, listed in the paper's order (not ranked): ELECTRA 80.0 [" in text
 
 
 def test_glue_at_every_checkpoint_and_non_headline_metrics(text):
@@ -352,16 +401,23 @@ def test_runs_table_lists_the_failed_run_with_its_message(text):
 def test_diagnostics_say_when_each_model_left_its_prior(text):
     # BERT: nats = (step - 200) / 1000, smoothed over 5 logged points of 25 steps, reaches 0.1
     # at step 350 = 1.75e15 FLOPs; ELECTRA's AUC = 0.5 + step / 4000 reaches 0.6 at 450
-    assert table_row(text, "Label | GLUE per model (final)") == (
-        "| Label | GLUE per model (final) | gen_mlm_nats_learnt ≥ 0.1 at | gen_mlm_nats_learnt "
-        "| mlm_nats_learnt ≥ 0.1 at | mlm_nats_learnt | disc_auc ≥ 0.6 at | disc_auc "
-        "| gen_entropy | mlm_acc |"
+    assert table_row(text, "Label | GLUE per model (final) [95% CI]") == (
+        "| Label | GLUE per model (final) [95% CI] | gen_mlm_nats_learnt | mlm_nats_learnt "
+        "| disc_auc |"
     )
-    assert table_row(text, "BERT | 74.0 (73.0–76.0)") == (
-        "| BERT | 74.0 (73.0–76.0) | — | — | 1.75e15 | 0.600 (0.550) | — | — | — | 0.400 (0.400) |"
+    assert table_row(text, f"BERT | 74.0 {ci_of('BERT', 74)}").endswith(
+        "| — | 0.600 (0.550); ≥ 0.1 at 1.75e15 | — |"
     )
-    electra = table_row(text, "ELECTRA | 80.0 (79.0–82.0) | not reached")
-    assert "| not reached | -0.050 (-0.050) | — | — | 2.25e15 | 0.700 (0.688) | 7.000" in electra
+    assert table_row(text, f"ELECTRA | 80.0 {ci_of('ELECTRA', 80)}").endswith(
+        "| -0.050 (-0.050); never ≥ 0.1 | — | 0.700 (0.688); ≥ 0.6 at 2.25e15 |"
+    )
+    # the other kinds are in the CSV beside the report, with every crossing
+    diagnostics = pl.read_csv(report_dir(text) / "diagnostics.csv")
+    bert = diagnostics.filter(pl.col("label") == "BERT").row(0, named=True)
+    assert bert["mlm_acc_heldout"] == 0.4 and bert["mlm_nats_learnt_crossing_flops"] == 1.75e15
+    assert "gen_entropy_heldout" in diagnostics.columns
+    assert "listed per run in [`diagnostics.csv`]" in text
+    assert "negative, worse" in text
     # these curves have no *_incl_special twins: logged before AUC left out [CLS]/[SEP]
     assert "These runs were logged before detection metrics left out [CLS] and [SEP]" in text
 
@@ -405,7 +461,8 @@ def test_panels_and_columns_come_from_metric_kinds_not_from_a_list_of_names():
         ("probe_auc", "probe_auc: ROC-AUC"),
     ]
     text = diagnostics_section(metrics, ["plugin"])
-    assert "| Label | disc_auc ≥ 0.6 at | disc_auc | probe_auc ≥ 0.6 at | probe_auc |" in text
+    assert "| Label | disc_auc | probe_auc |" in text
+    assert "| plugin | (0.550); never ≥ 0.6 | (0.580); never ≥ 0.6 |" in text
     assert "scored over ordinary tokens" in text and "`disc_auc_incl_special`" in text
 
 
@@ -446,6 +503,7 @@ def test_a_pretraining_only_study_gets_diagnostics_and_no_glue(tmp_path):
         "glue_min",
         "glue_max",
         "n",
+        *SUMMARY_INTERVALS,
     ]
     runs = pl.read_parquet(directory / "runs.parquet")
     assert summary.height == runs.height * len(FRACTIONS)  # every entry at every checkpoint
@@ -490,7 +548,9 @@ def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
     result = CliRunner().invoke(cli(), ["report", "empty"])
     assert result.exit_code == 1  # the runner's code for an exception; `ablate` maps it to 2
     assert isinstance(result.exception, AblateError)
-    assert str(result.exception) == "no results in empty: run `ablate run SPEC` first"
+    assert str(result.exception) == (
+        "no results in empty (no such folder): pass a study folder or a report folder"
+    )
     result = CliRunner().invoke(cli(), ["report"])
     assert isinstance(result.exception, AblateError)
     assert "no study results under runs/" in str(result.exception)
@@ -522,3 +582,140 @@ def test_an_objectives_params_away_from_the_paper_are_deviations_declared_by_the
         ]
     }
     assert deviations(spec) == ["`2stage`: split_by flops (the paper: steps)"]
+
+
+# --- re-reportable results, one seed, the paper's claims ------------------------------------
+
+
+def without_dates(text: str) -> str:
+    """A report's markdown less what may differ between two renderings of the same tables."""
+    return "\n".join(line for line in text.splitlines() if not line.startswith("| Date |"))
+
+
+def test_a_report_folder_keeps_its_tables_and_reports_again_to_the_same_markdown(
+    study_dir, report, tmp_path
+):
+    folder = report.parent
+    for name in ("results.parquet", "runs.parquet", "pretrain_metrics.parquet", "study.json"):
+        assert (folder / name).read_bytes() == (study_dir / name).read_bytes()
+    assert "| Tables | `results.parquet`, `runs.parquet`, `pretrain_metrics.parquet` beside" in (
+        report.read_text(encoding="utf-8")
+    )
+    again = write_report(folder, tmp_path / "again")
+    assert without_dates(again.read_text(encoding="utf-8")) == without_dates(
+        report.read_text(encoding="utf-8")
+    )
+    assert (tmp_path / "again" / "summary.csv").read_bytes() == (
+        folder / "summary.csv"
+    ).read_bytes()
+    # and the regenerated folder is a source in turn
+    third = write_report(tmp_path / "again", tmp_path / "third")
+    assert third.read_text(encoding="utf-8") == again.read_text(encoding="utf-8")
+
+
+def test_a_report_folder_regenerates_with_its_notes(study_dir, tmp_path):
+    notes = tmp_path / "mine.md"
+    notes.write_text("## Discussion\n\nThe gaps are what the pairing resolves.\n")
+    first = write_report(study_dir, tmp_path / "first", notes)
+    assert (tmp_path / "first" / "notes.md").read_text() == notes.read_text()
+    second = write_report(tmp_path / "first", tmp_path / "second")  # no --notes: its own
+    assert "The gaps are what the pairing resolves." in second.read_text(encoding="utf-8")
+    assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
+
+
+def test_a_report_folder_without_tables_is_one_line_and_exit_2(tmp_path):
+    """Reports committed before they kept their tables: `ablate report` says so and what to
+    do, through the installed CLI."""
+    import subprocess
+
+    old = tmp_path / "reports" / "objectives"
+    old.mkdir(parents=True)
+    (old / "report.md").write_text("# Study `objectives`\n")
+    (old / "summary.csv").write_text("objective,label\n")
+    done = subprocess.run(
+        ["ablate", "report", str(old), "--out", str(tmp_path / "x")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: {old} is a report folder without its tables (results.parquet, runs.parquet, "
+        "pretrain_metrics.parquet): it was written before reports kept them; report its study "
+        f"folder instead (`ablate report STUDY_DIR --out {old}`)"
+    ]
+    assert not (tmp_path / "x").exists()
+
+
+def one_seed_study(directory: Path) -> Path:
+    """The synthetic study with one fine-tuning seed: one model per label."""
+    make_study_dir(directory)
+    rows = pl.read_parquet(directory / "results.parquet").filter(pl.col("finetune_seed") == 0)
+    rows.write_parquet(directory / "results.parquet")
+    return directory
+
+
+def test_with_one_model_per_label_the_report_says_there_is_no_interval(tmp_path):
+    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+    assert "gap > spread" not in text and "spread 0.00" not in text
+    assert "*One model per objective* (one pre-training and one fine-tuning seed): no interval" in (
+        text
+    )
+    assert "- ELECTRA − All-tokens: +5.00 no CI, paired, 1 × 1 seeds → no interval: unresolved" in (
+        text
+    )
+    # the two aggregations are the same number with one model: one column, and it says so
+    assert "GLUE (paper)" not in table_row(text, "Rank | Label")
+    assert "With one model per label the paper's aggregation gives the same GLUE." in text
+    assert table_row(text, "1 | ELECTRA").startswith(
+        "| 1 | ELECTRA | `electra` | 79.0 no CI | 1 × 1 |"
+    )
+    summary = pl.read_csv(tmp_path / "one" / "report" / "summary.csv")
+    assert summary["n_finetune"].unique().to_list() == [1]
+    assert summary["ci_low"].is_nan().all() or summary["ci_low"].is_null().all()
+
+
+def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(text):
+    section = text[text.index("## The paper's claims (GLUE at 100% of the budget)") :]
+    section = section[: section.index("\n## ", 5)]
+    # every label runs its objective's defaults; the paired differences are exact
+    assert (
+        "| ELECTRA 85.0 > All-Tokens MLM 84.3 | 85.0 vs 84.3 (+0.70) | ELECTRA − All-tokens "
+        "| +5.00 [+5.0, +5.0] | 1 × 3, paired | **supported** |"
+    ) in section
+    assert "| ELECTRA 85.0 > BERT 82.2 | 85.0 vs 82.2 (+2.80) | ELECTRA − BERT |" in section
+    assert "Replace MLM" not in section.split("|---|")[1]  # its run never reached the end
+    assert "Seeds that would resolve" not in section  # nothing unresolved here
+
+
+def test_an_unresolved_claim_gets_its_seed_plan_and_the_dry_run_command_that_prices_it(tmp_path):
+    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+    assert "| ELECTRA − BERT | +6.00 no CI | 1 × 1, paired | **unresolved at this power** |" in text
+    assert (
+        "- *ELECTRA 85.0 > BERT 82.2* (ELECTRA − BERT): one model per arm, so no variance was "
+        "measured and no seed plan can be computed; a pilot with 3 pre-training × 3 fine-tuning "
+        "seeds measures it. Its cost: `ablate run studies/synthetic.yaml --dry-run --set "
+        "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"
+    ) in text
+
+
+def test_a_plan_command_keeps_the_studys_overrides_and_extends_its_seeds():
+    from electra_ablate import stats
+    from electra_ablate.report.verdicts import plan_command
+
+    components = stats.VarianceComponents(0.5, 2.0, 3, 3, "test")
+    plan = stats.seed_plan(components, 2.0)
+    assert plan.cheapest is not None
+    study = {
+        "spec_path": "studies/objectives.yaml",
+        "overrides": {"budget.flops": 5e13},
+        "spec": {"pretrain": {"seeds": [7]}, "finetune": {"seeds": [0, 1, 2]}},
+    }
+    found = stats.Difference("a", "b", 1.0, -1.0, 3.0, 1.0, 2, 3, 3, True)
+    command = plan_command(study, plan, found)
+    p, f = plan.cheapest.n_pretrain, plan.cheapest.n_finetune
+    pretrain = [7, *[s for s in range(p) if s != 7]][:p]
+    assert command == (
+        "ablate run studies/objectives.yaml --dry-run --set budget.flops=50000000000000.0 "
+        f"--set 'pretrain.seeds={pretrain}' --set 'finetune.seeds={list(range(f))}'"
+    )

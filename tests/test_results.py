@@ -15,8 +15,10 @@ from electra_ablate.results import (
     paper_scores,
     ranking,
     read_results,
+    score_intervals,
     summary_table,
     task_scores,
+    with_intervals,
     write_table,
 )
 
@@ -126,7 +128,7 @@ def test_spread_pools_pretraining_and_finetuning_seeds():
     assert summary["flops_paper"] == pytest.approx(1e15)
 
 
-def test_ranking_states_whether_each_gap_exceeds_the_spread():
+def test_ranking_orders_labels_by_median_with_the_gap_to_the_next():
     seeds = (-1.0, 0.0, 2.0)  # spread 3 for every label
     medians = {"ELECTRA": 80.0, "All-tokens": 75.0, "BERT": 74.0}
     results = pl.DataFrame(
@@ -141,7 +143,7 @@ def test_ranking_states_whether_each_gap_exceeds_the_spread():
     assert ranked["label"].to_list() == ["ELECTRA", "All-tokens", "BERT"]
     assert ranked["rank"].to_list() == [1, 2, 3]
     assert ranked["gap_to_next"].to_list()[:2] == [5.0, 1.0]
-    assert ranked["beyond_spread"].to_list()[:2] == [True, False]
+    assert "beyond_spread" not in ranked.columns  # verdicts come from the bootstrap's CIs
 
 
 def test_task_scores_keep_every_metric_per_checkpoint():
@@ -212,3 +214,51 @@ def test_another_familys_scores_never_enter_the_glue_score():
     ]
     assert summary.row(0, named=True)["glue_median"] == 65.0
     assert summary.row(0, named=True)["toy_median"] == 5.0
+    # with intervals: the first family's unprefixed, the others' prefixed, each its own
+    with_ci = summary_table(with_intervals(family_scores(results), score_intervals(results)))
+    assert with_ci.columns[3:] == [
+        "glue_median",
+        "glue_min",
+        "glue_max",
+        "n",
+        "ci_low",
+        "ci_high",
+        "n_pretrain",
+        "n_finetune",
+        "toy_median",
+        "toy_min",
+        "toy_max",
+        "toy_n",
+        "toy_ci_low",
+        "toy_ci_high",
+        "toy_n_pretrain",
+        "toy_n_finetune",
+    ]
+    first = with_ci.row(0, named=True)
+    assert (first["n_pretrain"], first["n_finetune"], first["toy_n_finetune"]) == (1, 2, 2)
+    assert first["ci_low"] < 65.0 < first["ci_high"]
+    assert first["toy_ci_low"] < 5.0 < first["toy_ci_high"]
+
+
+def test_score_intervals_count_seeds_and_match_the_stats_module():
+    """The summary's interval is ``stats.score`` of the family's aggregated rows at that
+    checkpoint (the rows ``in_aggregate``; WNLI's never enter)."""
+    from electra_ablate import stats
+
+    values = {(0, 0): 70.0, (0, 1): 72.0, (1, 0): 75.0, (1, 1): 81.0, (2, 0): 74.0, (2, 1): 77.0}
+    results = pl.DataFrame(
+        [
+            row(task=task, value=v + offset, pretrain_seed=p, finetune_seed=f)
+            for (p, f), v in values.items()
+            for task, offset in (("cola", -5.0), ("sst2", 5.0))
+        ]
+        + [row(task="wnli", value=99.0, pretrain_seed=p, finetune_seed=f) for p, f in values],
+        schema=RESULTS_SCHEMA,
+    ).with_columns((pl.col("task") != "wnli").alias("in_aggregate"))
+    found = score_intervals(results).row(0, named=True)
+    expected = stats.arm_scores(
+        results.filter(pl.col("in_aggregate")), stats.MEDIAN_OF_MODEL_MEANS
+    )[0]
+    assert (found["n_pretrain"], found["n_finetune"]) == (3, 2)
+    assert (found["ci_low"], found["ci_high"]) == (expected.ci_low, expected.ci_high)
+    assert found["ci_low"] < family_scores(results)["median"][0] < found["ci_high"]

@@ -109,6 +109,31 @@ def test_smoke_study_trains_finetunes_and_reports_every_objective(smoke_run, dat
     assert "capped at 128" in text and "electra" in text
 
 
+def test_the_report_tests_the_papers_claims_and_its_seed_plan_command_runs(
+    smoke_run, data_env, tmp_path
+):
+    """One model per arm: every covered claim is unresolved and points at a pilot plan whose
+    `--dry-run` command (as the report prints it, plus an --out away from runs/) prices it; the
+    report folder then reports again to the same markdown."""
+    import shlex
+
+    out, _ = smoke_run
+    report = ablate(["report", str(out), "--out", str(tmp_path / "r")], data_env)
+    assert report.returncode == 0, report.stderr
+    text = (tmp_path / "r" / "report.md").read_text()
+    assert "## The paper's claims (GLUE at 100% of the budget)" in text
+    assert "| electra − bert_mlm |" in text and "**unresolved at this power**" in text
+    command = text.split("Its cost: `", 1)[1].split("`", 1)[0]
+    assert command.startswith(f"ablate run {SMOKE} --dry-run --set ")  # the spec as run
+    env = {**data_env, "COLUMNS": "250"}
+    dry = ablate([*shlex.split(command)[1:], "--out", str(tmp_path / "dry")], env)
+    assert dry.returncode == 0, dry.stderr
+    assert "still to do: about" in dry.stdout and not (tmp_path / "dry" / "pretrain").exists()
+    again = ablate(["report", str(tmp_path / "r"), "--out", str(tmp_path / "again")], data_env)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "again" / "report.md").read_text() == text
+
+
 def test_rerunning_a_finished_study_does_no_training(smoke_run, data_env):
     out, first_duration = smoke_run
     before = comparable(out)

@@ -8,6 +8,7 @@ from types import ModuleType
 from electra_ablate.commands import (
     check,
     clean,
+    compare,
     data,
     export,
     finetune,
@@ -25,6 +26,7 @@ from electra_ablate.commands import (
 COMMAND_MODULES: list[ModuleType] = [
     run,
     report,
+    compare,
     status,
     clean,
     pack,

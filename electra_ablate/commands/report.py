@@ -1,4 +1,8 @@
-"""``ablate report [DIR] [--out OUTDIR]``: markdown tables and plots from a study's results."""
+"""``ablate report [DIR] [--out OUTDIR]``: markdown tables and plots from a study's results.
+
+DIR is a study folder, or a report folder that kept its study's tables (reports written since
+they keep them): ``ablate report reports/objectives --out /tmp/x`` regenerates a committed
+report, notes included, without the study folder."""
 
 from __future__ import annotations
 
@@ -7,8 +11,7 @@ from pathlib import Path
 import typer
 
 from electra_ablate.errors import InputError
-
-RESULTS_FILE = "results.parquet"
+from electra_ablate.layout import RESULTS_FILE
 
 RUNS_ROOT = Path("runs")
 
@@ -27,16 +30,25 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     def report_command(
         run_dir: Path | None = typer.Argument(
-            None, help="study output directory (default: the latest one in runs/)"
+            None,
+            help="study folder, or a report folder with its tables (default: the latest study "
+            "in runs/)",
         ),
         out: Path | None = typer.Option(
-            None, "--out", "-o", help="output folder (default: DIR/report)"
+            None,
+            "--out",
+            "-o",
+            help="output folder (default: DIR/report; a report folder is rewritten in place)",
         ),
         notes: Path | None = typer.Option(
-            None, "--notes", help="markdown file with your discussion, included as a section"
+            None,
+            "--notes",
+            help="markdown file with your discussion, included as a section and kept as "
+            "notes.md (default: a report folder's own notes.md)",
         ),
     ) -> None:
-        """Write report.md with GLUE-vs-FLOPs plots, per-task tables and the paper's numbers."""
+        """Write report.md with confidence intervals, the paper's claims, plots and the tables it
+        read (so the report folder can be reported again or compared)."""
         from electra_ablate.report import write_report
 
         directory = run_dir if run_dir is not None else latest_study_dir()

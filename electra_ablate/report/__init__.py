@@ -1,21 +1,24 @@
 """``report.md`` for a study output folder: what was run, what came out, next to the paper.
 
 Everything is derived from the files the study runner wrote (results, runs, pre-training
-metrics, ``study.json``), so the same folder always gives the same report. The prose is limited
-to facts a reader can check against the tables: the measured ranking, whether each gap beats the
-seed-to-seed spread, where each objective stands against no pre-training, and when each model
-left its prior. An author's reading goes in through ``--notes``.
+metrics, ``study.json``), so the same folder always gives the same report; the report folder
+keeps a copy of them, so it gives the same report again (``source``). The prose is limited to
+facts a reader can check against the tables: the measured ranking, whether each difference is
+resolved by its 95% confidence interval, where each objective stands against no pre-training,
+which of the paper's claims the study supports, contradicts or cannot resolve, and when each
+model left its prior. An author's reading goes in through ``--notes``.
 
-- ``header``: provenance, recipe, deviations from the paper;
+- ``source``: a study folder or a report folder, read; the tables kept beside the report;
+- ``header``: provenance, recipe, deviations from the paper, the tables kept;
 - ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
   ``summary.csv`` beside ``report.md``);
+- ``verdicts``: scores and paired differences with CIs, the paper's claims and seed plans;
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
-- ``plots``: the figures.
+- ``plots``: the figures; ``compare``: ``ablate compare``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -24,20 +27,33 @@ import polars as pl
 from electra_ablate import paper
 from electra_ablate.errors import InputError
 from electra_ablate.evaluation.task import TaskFamily, describe_family
-from electra_ablate.layout import StudyLayout
+from electra_ablate.layout import (
+    REPORT_FILE,
+    RUNS_FILE,
+    SUMMARY_FILE,
+    TABLE_FILES,
+    StudyLayout,
+)
 from electra_ablate.report.header import header
-from electra_ablate.report.markdown import NO_VALUE, duration, sci, score, table
+from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
-    label_colors,
+    objective_colors,
     plot_pretrain_curves,
     plot_scores_vs_flops,
     plot_task_scores,
 )
-from electra_ablate.report.pretraining import SMOOTHING, curve_panel_specs, diagnostics_section
+from electra_ablate.report.pretraining import (
+    DIAGNOSTICS_FILE,
+    SMOOTHING,
+    curve_panel_specs,
+    diagnostics_section,
+    diagnostics_table,
+)
 from electra_ablate.report.scores import checkpoint_section, final_section
+from electra_ablate.report.source import keep_notes, keep_tables, read_tables
+from electra_ablate.report.verdicts import claims_section, score_with_ci
 from electra_ablate.results import (
-    RESULTS_FILE,
-    complete_runs,
+    checkpoint_values,
     families_in_order,
     family_scores,
     final_fraction,
@@ -45,52 +61,56 @@ from electra_ablate.results import (
     of_family,
     paper_scores,
     pretraining_only_summary,
-    read_results,
+    score_intervals,
     summary_table,
     task_scores,
+    with_intervals,
 )
 from electra_ablate.storage import atomic_file, atomic_write_text
 
-REPORT_FILE = "report.md"
-SUMMARY_FILE = "summary.csv"
-STUDY_FILE = "study.json"
-RUNS_FILE = "runs.parquet"
-PRETRAIN_METRICS_FILE = "pretrain_metrics.parquet"
 BASELINE_OBJECTIVE = "none"
 
 
 def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None = None) -> Path:
-    """Write ``report.md``, ``summary.csv`` and the figures into ``out_dir`` (default
-    ``run_dir/report``).
+    """Write ``report.md``, ``summary.csv``, the figures and the tables it read into
+    ``out_dir`` (default ``run_dir/report``; a report folder given as ``run_dir`` is rewritten
+    in place).
 
-    ``notes`` is a markdown file of the author's reading of the results; it goes in as its own
-    section after the final-budget tables, so regenerating the report never loses it.
+    ``run_dir`` is a study folder or a report folder that kept its tables. ``notes`` is a
+    markdown file of the author's reading of the results (default: a report folder's own
+    ``notes.md``); it goes in as its own section after the final-budget tables and is kept
+    beside the report as ``notes.md``, so regenerating the report never loses it.
     """
-    run_dir = Path(run_dir)
+    source = read_tables(Path(run_dir))
+    run_dir = source.folder
+    notes = notes if notes is not None else source.notes
     discussion = read_notes(notes) if notes is not None else None
-    out_dir = Path(out_dir) if out_dir is not None else StudyLayout(run_dir).report
-    study = read_study(run_dir)
-    runs = read_optional_table(run_dir / RUNS_FILE)
-    runs = complete_runs(runs) if runs is not None else None
-    metrics = read_optional_table(run_dir / PRETRAIN_METRICS_FILE)
-    # a pre-training-only study, or one collected before any fine-tune (or any run) finished,
-    # has no evaluation rows
-    no_glue = (metrics is not None or runs is not None) and not has_rows(run_dir / RESULTS_FILE)
-    results = None if no_glue else read_results(run_dir)
+    if out_dir is not None:
+        out_dir = Path(out_dir)
+    else:
+        out_dir = run_dir if source.from_report else StudyLayout(run_dir).report
+    study, results, runs, metrics = source.study, source.results, source.runs, source.metrics
     pretrained = (
         results.filter(pl.col("objective") != BASELINE_OBJECTIVE) if results is not None else None
     )
 
     labels = ordered_labels(results, runs, metrics)
     writable_folder(out_dir)
-    sections = [header(study, run_dir, results, runs)]
+    kept = keep_tables(run_dir, out_dir)
+    keep_notes(notes, out_dir)
+    sections = [header(study, run_dir, results, runs, tables_note(kept, out_dir))]
     first_scores, families = None, []
+    objective_of = objectives_by_label(results, runs, metrics)
+    colors = objective_colors(
+        {x: objective_of.get(x, x) for x in labels if objective_of.get(x) != BASELINE_OBJECTIVE}
+    )
     if pretrained is not None and pretrained.is_empty():  # every run failed or is pending
         sections.append(nothing_finished_section(runs))
     elif results is not None:
-        scores, papers, tasks = family_scores(results), paper_scores(results), task_scores(results)
+        intervals = score_intervals(results)
+        scores = with_intervals(family_scores(results), intervals)
+        papers, tasks = paper_scores(results), task_scores(results)
         final = final_fraction(results)
-        colors = label_colors([x for x in labels if not is_baseline(results, x)])
         order = families_in_order(results)
         write_csv(summary_table(scores, order), out_dir / SUMMARY_FILE)
         families = [describe_family(name) for name in order]
@@ -106,12 +126,17 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
                     family, rows, family_scores_, family_papers, family_tasks, labels, final
                 )
             )
+            if family.name == paper.claims_family() and family.aggregate is not None:
+                claims = claims_section(
+                    family.title, checkpoint_values(rows, final), runs, study, fraction(final)
+                )
+                if claims:
+                    finals.append(claims)
             checkpoints.append(
                 checkpoint_section(family, family_scores_, family_papers, family_tasks, labels)
             )
             if first_scores is None and family.aggregate is not None and family_scores_.height:
-                at_end = family_scores_.filter(pl.col("checkpoint_fraction") == final)
-                first_scores = (family, at_end)
+                first_scores = (family, checkpoint_values(rows, final))
         sections += finals
         if discussion:
             sections.append(discussion)
@@ -124,23 +149,55 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             sections.append(discussion)
     if metrics is not None and metrics.height:
         panels = curve_panel_specs(metrics)
-        plot_pretrain_curves(metrics, curve_colors(metrics, labels), out_dir, panels, SMOOTHING)
+        plot_pretrain_curves(metrics, curve_colors(metrics, colors), out_dir, panels, SMOOTHING)
         final_scores = None
         if first_scores is not None:
-            family, at_end = first_scores
+            from electra_ablate.report.verdicts import compare
+
+            family, values = first_scores
+            compared = compare(values)
             final_scores = (
                 family.title,
-                {row["label"]: score(row) for row in at_end.iter_rows(named=True)},
+                {label: score_with_ci(s) for label, s in compared.scores.items()},
             )
+        write_csv(diagnostics_table(metrics, labels), out_dir / DIAGNOSTICS_FILE)
         sections.append(diagnostics_section(metrics, labels, final_scores))
     sections.append(runs_section(runs, labels))
-    if kept := kept_section(run_dir):
-        sections.append(kept)
+    if not source.from_report and (kept_text := kept_section(run_dir)):
+        sections.append(kept_text)
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
     sections.append(paper_section(objectives, families))
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
+
+
+def tables_note(kept: list[str], out_dir: Path) -> str:
+    """The header's line on the tables beside the report: with them, anyone can regenerate it
+    (``ablate report REPORT_FOLDER``) or compare it; without them, it says so."""
+    missing = [name for name in TABLE_FILES if name not in kept]
+    if not kept:
+        return (
+            "none kept with this report: it cannot be regenerated or compared without its "
+            "study folder"
+        )
+    text = (
+        f"{', '.join(f'`{n}`' for n in kept)} beside this report: `ablate report` on this "
+        "folder regenerates it, `ablate compare` reads it"
+    )
+    if missing:
+        text += f" (the study wrote no {', '.join(f'`{n}`' for n in missing)})"
+    return text
+
+
+def objectives_by_label(*frames: pl.DataFrame | None) -> dict[str, str]:
+    """Each label's objective, from whichever table names it first."""
+    found: dict[str, str] = {}
+    for frame in frames:
+        if frame is not None and {"label", "objective"} <= set(frame.columns):
+            for label, objective in frame.select("label", "objective").unique().iter_rows():
+                found.setdefault(label, objective)
+    return found
 
 
 def writable_folder(folder: Path) -> None:
@@ -244,11 +301,13 @@ def is_baseline(results: pl.DataFrame, label: str) -> bool:
     )
 
 
-def curve_colors(metrics: pl.DataFrame, labels: list[str]) -> dict[str, tuple]:
-    """Colour per variant when the study has variants (lines are variants), else per label."""
+def curve_colors(metrics: pl.DataFrame, colors: dict[str, tuple]) -> dict[str, tuple]:
+    """Colour per variant when the study has variants (lines are variants), else the label's."""
     if "variant" in metrics.columns and metrics["variant"].null_count() < metrics.height:
-        return label_colors(metrics["variant"].drop_nulls().unique(maintain_order=True).to_list())
-    return label_colors([x for x in labels if x in set(metrics["label"].to_list())])
+        variants = metrics["variant"].drop_nulls().unique(maintain_order=True).to_list()
+        return objective_colors({v: v for v in variants})
+    present = set(metrics["label"].to_list())
+    return {label: c for label, c in colors.items() if label in present}
 
 
 def write_csv(frame: pl.DataFrame, path: Path) -> None:
@@ -262,36 +321,6 @@ def read_notes(path: Path) -> str:
     except OSError as exc:
         raise InputError(f"cannot read notes {path}: {exc.strerror or exc}") from None
     return text if text.startswith("#") else f"## Discussion\n\n{text}"
-
-
-def read_study(run_dir: Path) -> dict[str, Any]:
-    path = run_dir / STUDY_FILE
-    if not path.is_file():
-        return {}
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc}") from exc
-
-
-def read_optional_table(path: Path) -> pl.DataFrame | None:
-    if not path.is_file():
-        return None
-    try:
-        return pl.read_parquet(path)
-    except (OSError, pl.exceptions.PolarsError) as exc:
-        raise InputError(f"cannot read {path}: {exc}") from exc
-
-
-def has_rows(path: Path) -> bool:
-    """False for a missing or empty table; an unreadable one counts as rows, so that reading
-    it reports the problem."""
-    try:
-        return not pl.read_parquet(path).is_empty()
-    except FileNotFoundError:
-        return False
-    except (OSError, pl.exceptions.PolarsError):
-        return True
 
 
 def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:

@@ -65,7 +65,7 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
         for task in finetune.get("tasks", []):
             if ours.epochs_for(task) != paper.epochs_for(task):
                 out.append(
-                    f"{task} fine-tuned for {ours.epochs_for(task)} epochs "
+                    f"{task} fine-tuned for {epochs(ours.epochs_for(task))} "
                     f"(the paper: {paper.epochs_for(task)})"
                 )
         for field in ("lr", "layer_decay", "batch_size", "warmup_fraction", "weight_decay"):
@@ -73,6 +73,38 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
             if mine != theirs:
                 out.append(f"fine-tuning {field} {mine} (the paper: {theirs})")
     return out
+
+
+def epochs(n: int) -> str:
+    return f"{n} epoch" if n == 1 else f"{n} epochs"
+
+
+def backbone_max_len(study: Mapping[str, Any]) -> int | None:
+    """The longest sequence the study's encoders take: the resolved backbone's, else its
+    preset's with the spec's overrides."""
+    resolved = study.get("backbone") or {}
+    if resolved.get("max_seq_len"):
+        return int(resolved["max_seq_len"])
+    given = (study.get("spec") or {}).get("backbone") or resolved
+    try:
+        config = preset(given.get("preset", "tiny")).with_overrides(
+            **(given.get("overrides") or {})
+        )
+    except Exception:  # an unknown preset in an old study.json: say nothing rather than guess
+        return None
+    return config.max_seq_len
+
+
+def recipe_text(block: Mapping[str, Any], max_len: int | None) -> str:
+    """A fine-tuning recipe as run: ``max_len`` is what the encoder really takes (examples are
+    truncated at the smaller of the recipe's and the backbone's maximum)."""
+    recipe = dict(block.get("recipe") or {})
+    asked = recipe.get("max_len", FinetuneRecipe().max_len)
+    if max_len is not None and max_len < asked:
+        recipe["max_len"] = (
+            f"{max_len} (the recipe's {asked}, capped by the backbone's max_seq_len)"
+        )
+    return inline(recipe)
 
 
 def evaluation_blocks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -137,7 +169,9 @@ def header(
     run_dir: Path,
     results: pl.DataFrame | None,
     runs: pl.DataFrame | None,
+    tables: str | None = None,
 ) -> str:
+    """The provenance table; ``tables`` says which tidy tables sit beside the report."""
     pretrain = {k: v for k, v in (study.get("pretrain") or {}).items() if k not in REPORTING_FIELDS}
     rows = [
         ("Command", f"`{study['command']}`" if study.get("command") else NO_VALUE),
@@ -183,8 +217,13 @@ def header(
             ),
             ("Pre-training seeds", ", ".join(map(str, sorted(set(results["pretrain_seed"]))))),
             ("Fine-tuning seeds", ", ".join(map(str, sorted(set(results["finetune_seed"]))))),
-            ("Fine-tuning recipe", "; ".join(inline(b.get("recipe")) for b in blocks) or NO_VALUE),
+            (
+                "Fine-tuning recipe",
+                "; ".join(recipe_text(b, backbone_max_len(study)) for b in blocks) or NO_VALUE,
+            ),
             ("Training examples per task", caps_text(blocks, results)),
         ]
+    if tables is not None:
+        rows.append(("Tables", tables))
     name = study.get("name") or run_dir.name
     return f"# Study `{name}`\n\n" + table(["", ""], rows)

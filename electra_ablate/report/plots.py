@@ -41,25 +41,93 @@ def tick_label(x: float) -> str:
     return f"{mantissa}e{int(exponent)}"
 
 
+TICK_MANTISSAS = ((1.0, 3.0), (1.0, 2.0, 5.0), tuple(float(m) for m in range(1, 10)))
+"""Tick mantissas per decade, coarsest first: an axis takes the first set that puts at least
+three ticks in view (a range within one decade needs the finer ones)."""
+
+
+def log_ticks(low: float, high: float) -> list[float]:
+    """Ticks for a log axis from ``low`` to ``high``, at one-digit mantissas, so every label
+    (``tick_label``) is distinct and short."""
+    first, last = math.floor(math.log10(low)), math.ceil(math.log10(high))
+    ticks: list[float] = []
+    for mantissas in TICK_MANTISSAS:
+        ticks = [
+            m * 10.0**k
+            for k in range(first, last + 1)
+            for m in mantissas
+            if low <= m * 10.0**k <= high
+        ]
+        if len(ticks) >= 3:
+            break
+    return ticks
+
+
 def flops_axis(ax: Axes, ticks: Sequence[float] | None = None) -> None:
     """Log x-axis labelled ``1e13 3e13 1e14``: ticks at the given FLOPs (the checkpoints), else
-    at 1 and 3 per decade; no minor ticks (mathtext labels on every minor tick clutter and are
-    most of the drawing time)."""
+    at one-digit mantissas spaced so their labels never overlap (``log_ticks``); no minor ticks
+    (mathtext labels on every minor tick clutter and are most of the drawing time). Call it
+    after drawing: it reads the data's range."""
     ax.set_xscale("log")
     if ticks:
         ax.xaxis.set_major_locator(FixedLocator(sorted(ticks)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: format_flops(x)))
     else:
-        ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
+        ax.autoscale_view()
+        low, high = ax.get_xlim()
+        if low > 0 and high > low:
+            ax.set_xlim(low, high)
+            ax.xaxis.set_major_locator(FixedLocator(log_ticks(low, high)))
+        else:
+            ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 3.0)))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: tick_label(x)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.tick_params(axis="x", labelsize="small")
 
 
-def label_colors(labels: Sequence[str]) -> dict[str, tuple[float, ...]]:
-    """A fixed colour per label, in the given order, so every figure uses the same one."""
-    palette = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"].colors
-    return {label: palette[i % len(palette)] for i, label in enumerate(labels)}
+PALETTE = tuple(matplotlib.colormaps["tab10"].colors) + tuple(
+    matplotlib.colormaps["tab20"].colors[1::2]
+)
+"""Twenty colours: tab10's ten, then their lighter twins."""
+
+TOOLKIT_DISTRIBUTION = "electra-ablate"
+
+
+def objective_order() -> list[str]:
+    """Every registered objective, the toolkit's own first, then plugins', each by name: the
+    order that fixes each objective's colour (names only: no objective is imported)."""
+    from importlib.metadata import entry_points
+
+    from electra_ablate.objective import ENTRY_POINT_GROUP
+
+    found = entry_points(group=ENTRY_POINT_GROUP)
+    own = sorted(ep.name for ep in found if ep.dist and ep.dist.name == TOOLKIT_DISTRIBUTION)
+    return own + sorted({ep.name for ep in found} - set(own))
+
+
+def objective_colors(objective_of: Mapping[str, str]) -> dict[str, tuple[float, ...]]:
+    """A colour per label (``objective_of``: label -> objective) that depends on the objective
+    only, so BERT has one colour in every report and every ``ablate compare`` figure.
+
+    The registered objectives own the first slots of ``PALETTE`` in ``objective_order``. Where
+    several labels run one objective (a generator-size study: five ELECTRA arms), each gets
+    its own colour from the slots no objective of the figure owns, in label order, so the arms
+    stay apart; a study with one arm per objective never uses them.
+    """
+    order = objective_order()
+    slot = {name: i for i, name in enumerate(order)}
+    labels_of: dict[str, list[str]] = {}
+    for label, objective in objective_of.items():
+        labels_of.setdefault(objective, []).append(label)
+    owned = {slot[o] for o in labels_of if o in slot and len(labels_of[o]) == 1}
+    spare = [i for i in range(len(PALETTE)) if i not in owned]
+    colors = {}
+    for objective, labels in labels_of.items():
+        if len(labels) == 1 and objective in slot:
+            colors[labels[0]] = PALETTE[slot[objective] % len(PALETTE)]
+    for label in sorted(x for x in objective_of if x not in colors):
+        colors[label] = PALETTE[spare.pop(0) if spare else len(colors) % len(PALETTE)]
+    return {label: colors[label] for label in objective_of}
 
 
 def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
@@ -84,21 +152,42 @@ def grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[Axes]]:
     return fig, axes[:n_panels]
 
 
-def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple]) -> None:
-    """One line per label through the medians, shaded from min to max across seeds; rows at zero
-    pre-training FLOPs (off a log axis) as horizontal lines: the no-pre-training baseline dashed
-    with its band, a task's reference scorer (a count-based detector) dotted."""
+MIN_SPAN_SHARE = 0.1
+"""A panel's y-range spans at least this share of its largest |value| (and 0.05): a metric that
+barely moves (an AUC at 0.52 ± 0.003) stays a flat line instead of being autoscaled into noise."""
+
+
+def band_columns(summary: pl.DataFrame) -> tuple[str, str] | None:
+    """The band a score figure shades: the 95% CI where the rows carry one, else none."""
+    if {"ci_low", "ci_high"} <= set(summary.columns) and summary["ci_low"].is_not_nan().any():
+        return "ci_low", "ci_high"
+    return None
+
+
+def median_with_band(
+    ax: Axes,
+    summary: pl.DataFrame,
+    colors: Mapping[str, tuple],
+    band: tuple[str, str] | None = ("min", "max"),
+) -> None:
+    """One line per label through the medians, shaded over ``band`` (two columns: min–max
+    across seeds, or a CI; None: no band); rows at zero pre-training FLOPs (off a log axis) as
+    horizontal lines: the no-pre-training baseline dashed with its band, a task's reference
+    scorer (a count-based detector) dotted."""
     curves = summary.filter(pl.col("flops_paper") > 0)
     for label, color in colors.items():
         points = curves.filter(pl.col("label") == label).sort("flops_paper")
         if points.is_empty():
             continue
         x = points["flops_paper"].to_list()
-        ax.fill_between(x, points["min"].to_list(), points["max"].to_list(), color=color, alpha=0.2)
+        if band is not None:  # a point without an interval (one model) pinches the band
+            low, high = (points[c].fill_nan(None).fill_null(points["median"]) for c in band)
+            ax.fill_between(x, low.to_list(), high.to_list(), color=color, alpha=0.2, lw=0)
         ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=4)
     for row in summary.filter(pl.col("flops_paper") == 0).iter_rows(named=True):
         if row["objective"] == BASELINE_OBJECTIVE:
-            ax.axhspan(row["min"], row["max"], color=BASELINE_COLOR, alpha=0.12, linewidth=0)
+            if band is not None and row[band[0]] is not None and not math.isnan(row[band[0]]):
+                ax.axhspan(row[band[0]], row[band[1]], color=BASELINE_COLOR, alpha=0.12, lw=0)
             color, style = BASELINE_COLOR, "--"
         else:
             color, style = colors.get(row["label"], BASELINE_COLOR), ":"
@@ -112,13 +201,17 @@ def median_with_band(ax: Axes, summary: pl.DataFrame, colors: Mapping[str, tuple
 def plot_scores_vs_flops(
     family: TaskFamily, scores: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
 ) -> list[Path]:
-    """One family's score per model against pre-training FLOPs (``<family>_vs_flops``)."""
-    fig = Figure(figsize=(6.4, 4.4), layout="constrained")
+    """One family's score per model against pre-training FLOPs (``<family>_vs_flops``), with
+    its 95% CI as a band; the legend sits beside the axes, never over a line."""
+    fig = Figure(figsize=(7.6, 4.4), layout="constrained")
     ax = fig.subplots()
-    median_with_band(ax, scores, colors)
+    band = band_columns(scores)
+    median_with_band(ax, scores, colors, band)
     ax.set_xlabel(FLOPS_LABEL)
-    ax.set_ylabel(f"{family.aggregate} (median; band: min–max over seeds)")
-    ax.legend(fontsize="small")
+    what = "band: 95% CI" if band else "no band: one model per point, so no CI"
+    ax.set_ylabel(f"{family.aggregate} (median per model)")
+    ax.set_title(what, fontsize="small")
+    fig.legend(loc="outside right upper", fontsize="small")
     return save_figure(fig, out_dir, f"{family.name}_vs_flops")
 
 
@@ -137,6 +230,7 @@ def plot_task_scores(
         note = f" — not in {family.aggregate}" if left_out else ""
         ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+    fig.suptitle("median over models; band: min–max over seeds", fontsize="small")
     handles = [Line2D([], [], color=c, marker="o", label=label) for label, c in colors.items()]
     if (headline["objective"] == BASELINE_OBJECTIVE).any():
         handles.append(
@@ -144,6 +238,16 @@ def plot_task_scores(
         )
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
     return save_figure(fig, out_dir, f"{family.name}_tasks_vs_flops")
+
+
+def keep_flat_flat(ax: Axes) -> None:
+    """Widen a panel's y-range to ``MIN_SPAN_SHARE`` of its largest |value| around its middle,
+    so a near-constant curve is drawn flat."""
+    low, high = ax.get_ylim()
+    span = max(MIN_SPAN_SHARE * max(abs(low), abs(high)), 0.05)
+    if high - low < span:
+        middle = (low + high) / 2
+        ax.set_ylim(middle - span / 2, middle + span / 2)
 
 
 def curve_panels(
@@ -210,6 +314,7 @@ def plot_pretrain_curves(
         if prior is not None:  # where a model that learnt nothing sits
             ax.axhline(prior, color="black", linewidth=0.6, linestyle=":")
         flops_axis(ax)
+        keep_flat_flat(ax)
         ax.set_title(title, fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
         ax.grid(True, which="major", alpha=0.3)

@@ -99,22 +99,16 @@ def crossing_text(train: pl.DataFrame, column: str, threshold: float) -> str:
     return sci(at) if at is not None else "not reached"
 
 
-def diagnostics_section(
-    metrics: pl.DataFrame,
-    labels: Sequence[str],
-    scores: tuple[str, dict[str, str]] | None = None,
-) -> str:
-    """One row per run; ``scores`` (a family's title, and label -> its final score cell) puts
-    each run's evaluation beside what its pre-training learnt."""
-    diagnostics = diagnostic_metrics(metrics)
-    columns: list[tuple[str, str, str | None]] = []  # (header, metric, crossing kind or None)
-    for name, kind, qualified in diagnostics:
-        if qualified:
-            continue  # the report states them in the text; the panels draw them
-        if kind in CROSSING:
-            columns.append((f"{name} ≥ {CROSSING[kind]:g} at", name, kind))
-        columns.append((name, name, None))
-    rows = []
+DIAGNOSTICS_FILE = "diagnostics.csv"
+"""Every diagnostic of every run at its last checkpoint, beside the report's shorter table."""
+
+TABLE_KINDS = ("nats_learnt", "auc")
+"""The kinds the report's table shows (whether, and when, a model left its prior); the other
+kinds are drawn in the panels and listed in ``DIAGNOSTICS_FILE``."""
+
+
+def run_rows(metrics: pl.DataFrame, labels: Sequence[str]):
+    """``(display name, label, seed, train rows, held-out rows)`` per run, in label order."""
     for label in labels:
         run = metrics.filter(pl.col("label") == label)
         if run.is_empty():
@@ -124,34 +118,96 @@ def diagnostics_section(
             train = one.filter(pl.col("split") == "train")
             heldout = one.filter(pl.col("split") == "heldout")
             name = label if run["pretrain_seed"].n_unique() == 1 else f"{label} (seed {seed})"
-            cells = [
-                crossing_text(train, metric, CROSSING[kind])
-                if kind
-                else final_value(train, heldout, metric)
-                for _, metric, kind in columns
-            ]
-            rows.append([name, *([scores[1].get(label, NO_VALUE)] if scores else []), *cells])
+            yield name, label, seed, train, heldout
+
+
+def last(frame: pl.DataFrame, column: str) -> float | None:
+    if column not in frame.columns or not frame.height:
+        return None
+    value = frame[column][-1]
+    return float(value) if value is not None else None
+
+
+def diagnostics_table(metrics: pl.DataFrame, labels: Sequence[str]) -> pl.DataFrame:
+    """``diagnostics.csv``: per run, every diagnostic's held-out value at the last checkpoint,
+    its smoothed training value, and for kinds with a prior the FLOPs at which the smoothed
+    training curve first crossed ``CROSSING`` (empty: never)."""
+    diagnostics = diagnostic_metrics(metrics)
+    rows = []
+    for _, label, seed, train, heldout in run_rows(metrics, labels):
+        row: dict[str, object] = {"label": label, "pretrain_seed": int(seed)}
+        for name, kind, _ in diagnostics:
+            present = name in train.columns and train[name].null_count() < train.height
+            row[f"{name}_heldout"] = last(heldout, name)
+            row[f"{name}_train"] = float(smoothed(train, name)[-1]) if present else None
+            if kind in CROSSING:
+                row[f"{name}_crossing_flops"] = (
+                    first_crossing(train, name, CROSSING[kind]) if present else None
+                )
+        rows.append(row)
+    return pl.DataFrame(rows, infer_schema_length=None)
+
+
+def crossing_cell(train: pl.DataFrame, heldout: pl.DataFrame, column: str, kind: str) -> str:
+    """``held-out final (train); ≥ x at FLOPs``: where it ended and when it left its prior."""
+    final = final_value(train, heldout, column)
+    if final == NO_VALUE:
+        return final
+    at = first_crossing(train, column, CROSSING[kind])
+    when = f"≥ {CROSSING[kind]:g} at {sci(at)}" if at is not None else f"never ≥ {CROSSING[kind]:g}"
+    return f"{final}; {when}"
+
+
+def diagnostics_section(
+    metrics: pl.DataFrame,
+    labels: Sequence[str],
+    scores: tuple[str, dict[str, str]] | None = None,
+) -> str:
+    """One row per run; ``scores`` (a family's title, and label -> its final score cell) puts
+    each run's evaluation beside what its pre-training learnt. The table keeps what says whether
+    and when each model left its prior (``TABLE_KINDS``); the rest is in ``DIAGNOSTICS_FILE``."""
+    diagnostics = diagnostic_metrics(metrics)
+    columns = [
+        (name, kind)
+        for name, kind, qualified in diagnostics
+        if kind in TABLE_KINDS and not qualified
+    ]
+    rows = []
+    for name, label, _, train, heldout in run_rows(metrics, labels):
+        cells = [crossing_cell(train, heldout, metric, kind) for metric, kind in columns]
+        rows.append([name, *([scores[1].get(label, NO_VALUE)] if scores else []), *cells])
     header = [
         "Label",
-        *([f"{scores[0]} per model (final)"] if scores else []),
-        *(h for h, _, _ in columns),
+        *([f"{scores[0]} per model (final) [95% CI]"] if scores else []),
+        *(name for name, _ in columns),
     ]
     qualified = [name for name, _, q in diagnostics if q]
+    others = sorted({kind for _, kind, _ in diagnostics} - set(TABLE_KINDS))
     return "\n\n".join(
         [
             "## Pre-training: did each model learn, and when?",
             "*Nats learnt* (`*_nats_learnt`): the frequency-only (unigram) loss on the same "
             "targets minus the model's MLM loss, or the entropy of the replaced/original labels "
-            "minus the detection loss: 0 means the model is still at its prior. BERT's MLM is "
+            "minus the detection loss. 0 means the model is at its prior; positive, it predicts "
+            "better than the prior; negative, worse: its loss is still above that of predicting "
+            "by frequency alone (an MLM head starts near-uniform, several nats worse than the "
+            "unigram loss, and approaches it from below; a detector above the label entropy is "
+            "miscalibrated). BERT's MLM is "
             "also scored at its [MASK]ed positions alone (`mlm_masked_*`): the 10% of selected "
             "tokens it sees unchanged can be predicted by copying, so only the [MASK] positions "
             "measure prediction from context, as a generator's loss does. "
             + detection_scope(metrics, qualified)
-            + f" *≥ x at*: the pre-training FLOPs (paper convention) at which the training "
-            f"curve, smoothed over {SMOOTHING} logged points, first reaches x "
+            + " Each cell: the held-out value at the last checkpoint (the smoothed training "
+            f"value in brackets); *≥ x at*: the pre-training FLOPs (paper convention) at which "
+            f"the training curve, smoothed over {SMOOTHING} logged points, first reaches x "
             f"({CROSSING['nats_learnt']:g} nats learnt: off the plateau; AUC "
-            f"{CROSSING['auc']:g}: ranks replacements). Final values: held-out split at the "
-            "last checkpoint, smoothed training value in brackets.",
+            f"{CROSSING['auc']:g}: ranks replacements)."
+            + (
+                f" The other diagnostics ({', '.join(KIND_TITLES[k] for k in others)}) are drawn "
+                f"below and listed per run in [`{DIAGNOSTICS_FILE}`]({DIAGNOSTICS_FILE})."
+                if others
+                else ""
+            ),
             table(header, rows),
             figure("Pre-training diagnostics vs FLOPs", "pretrain_curves"),
             "Solid: training batches, smoothed; dots: held-out split at checkpoints.",

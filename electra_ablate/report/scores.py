@@ -1,8 +1,8 @@
 """The report's sections for one task family (GLUE, or any registered family): the ranking at the
-final budget against the seed spread and the no-pre-training baseline, both ways of aggregating
-the family's score, every checkpoint, every task. What a family is called, which of its tasks
-its score leaves out and what published numbers sit beside it come from the family and from
-the results table; nothing here names one."""
+final budget with confidence intervals, against the no-pre-training baseline, both ways of
+aggregating the family's score, every checkpoint, every task. What a family is called, which of
+its tasks its score leaves out and what published numbers sit beside it come from the family and
+from the results table; nothing here names one."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from itertools import pairwise
 import polars as pl
 
 from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.report import verdicts
 from electra_ablate.report.markdown import (
     NO_VALUE,
     figure,
@@ -23,62 +24,37 @@ from electra_ablate.report.markdown import (
     score_rows,
     table,
 )
-from electra_ablate.results import ordered_tasks, ranking, task_order_key
+from electra_ablate.results import (
+    checkpoint_values,
+    evaluated_only_at_start,
+    ordered_tasks,
+    ranking,
+    task_order_key,
+)
 from electra_ablate.study.units import BASELINE_OBJECTIVE
 
 
-def ordering(family: TaskFamily, ranked: pl.DataFrame, final: float) -> str:
-    """The measured ranking and, per adjacent pair, whether seeds alone could explain the gap."""
-    rows = list(ranked.iter_rows(named=True))
-    if not rows:
-        return f"No label has a complete {family.aggregate} at {fraction(final)} of the budget."
-    names = f"{rows[0]['label']} {rows[0]['median']:.1f}"
-    gaps = []
-    for upper, lower in pairwise(rows):
-        sign = ">" if upper["gap_to_next"] > 0 else "="
-        names += f" {sign} {lower['label']} {lower['median']:.1f}"
-        verdict = "gap > spread" if upper["beyond_spread"] else "within spread"
-        gaps.append(
-            f"- {upper['label']} − {lower['label']}: gap {upper['gap_to_next']:.2f}, "
-            f"larger min–max spread {upper['spread_with_next']:.2f} → {verdict}"
-        )
-    heading = (
-        f"**Measured ordering** (median {family.aggregate} at {fraction(final)} of the budget)"
-    )
-    return "\n".join([f"{heading}: {names}.", *gaps])
-
-
-def baseline_comparison(ranked: pl.DataFrame, baseline: dict | None) -> str:
-    """Each objective against the no-pre-training baseline: above it by more than the larger
-    of the two min–max spreads, or not."""
-    if baseline is None:
-        return "No no-pre-training baseline was evaluated (`baseline: false`)."
-    above, within, below = [], [], []
-    base_spread = baseline["max"] - baseline["min"]
-    for row in ranked.iter_rows(named=True):
-        gap = row["median"] - baseline["median"]
-        spread = max(base_spread, row["max"] - row["min"])
-        text = f"{row['label']} ({gap:+.1f}, spread {spread:.1f})"
-        (above if gap > spread else below if gap < -spread else within).append(text)
-    parts = [f"**No pre-training**: {score(baseline)}."]
-    if above:
-        parts.append(f"Above it by more than the larger min–max spread: {', '.join(above)}.")
-    if within:
-        parts.append(f"Within the spread of it: {', '.join(within)}.")
-    if below:
-        parts.append(f"Below it by more than the spread: {', '.join(below)}.")
-    return " ".join(parts)
-
-
-def published_ordering(family: TaskFamily, objectives: set[str]) -> str:
+def published_ordering(
+    family: TaskFamily, objectives: set[str], comparison: verdicts.Comparison, objective_of
+) -> str:
+    """The published ranking, then this study's scores listed in that same (published) order,
+    so neither reads as the other."""
     scores, names = family.published, family.published_names
     order = list(scores)
     text = f"{names[order[0]]} {scores[order[0]]:.1f}"
     for above, below in pairwise(order):
         sign = "=" if scores[above] == scores[below] else ">"
         text += f" {sign} {names[below]} {scores[below]:.1f}"
-    present = ", ".join(f"`{o}`" for o in order if o in objectives)
-    return f"**{family.published_label} ordering**: {text}. In this study: {present}."
+    ours = []
+    for objective in order:
+        for label, s in comparison.scores.items():
+            if objective_of.get(label) == objective:
+                ours.append(f"{label} {verdicts.score_with_ci(s)}")
+    listed = "; ".join(ours) if ours else "none of its objectives"
+    return (
+        f"**{family.published_label} ordering**: {text}. This study's scores, listed in the "
+        f"paper's order (not ranked): {listed}."
+    )
 
 
 def convention_gap(results: pl.DataFrame, final: float) -> str:
@@ -90,7 +66,7 @@ def convention_gap(results: pl.DataFrame, final: float) -> str:
         )
         .group_by("label")
         .agg(pl.col("flops_paper").mean(), pl.col("flops_standard").mean())
-        .sort("flops_standard")
+        .sort("flops_standard", "label")  # ties broken by name: the same report every time
     )
     if at.height < 2:
         return ""
@@ -140,34 +116,38 @@ def final_section(
     if family.aggregate is None:
         return task_section(family, tasks, labels, final)
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
-    budgets = results.group_by("label").agg(pl.col("checkpoint_fraction").max())
-    unpretrained = set(budgets.filter(pl.col("checkpoint_fraction") == 0)["label"].to_list())
+    unpretrained = set(evaluated_only_at_start(results))  # no pre-training, reference scorers
     pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
     baselines = scores.filter(pl.col("objective") == BASELINE_OBJECTIVE)
-    baseline = baselines.row(0, named=True) if baselines.height == 1 else None
+    baseline = baselines.row(0, named=True)["label"] if baselines.height == 1 else None
     ranked = ranking(pretrained, final)
+    comparison = verdicts.compare(checkpoint_values(results, final))
     names = task_columns(tasks)
     headline = tasks.filter(pl.col("headline"))
+    # with one model per label both aggregations are the same number: show it once
+    both = not comparison.single_models
     rows = []
     for label in labels:
         if label not in objective_of:
             continue
         objective = objective_of[label]
-        is_baseline = label in unpretrained  # no pre-training, or a reference scorer
-        at = 0.0 if is_baseline else final
+        at = 0.0 if label in unpretrained else final
         placed = lookup(ranked, label=label)
         paper_row = lookup(paper_scores, label=label, checkpoint_fraction=at)
         vs = NO_VALUE
-        if baseline is not None and not is_baseline and placed is not None:
-            vs = f"{placed['median'] - baseline['median']:+.1f}"
+        if baseline in comparison.scores and label not in unpretrained and placed is not None:
+            d = comparison.difference(label, baseline)
+            vs = f"{verdicts.signed(d.value, 1)} {verdicts.interval(d.ci_low, d.ci_high, True)}"
+        own = comparison.scores.get(label) if placed is not None or at == 0.0 else None
         published = family.published.get(objective)
         rows.append(
             [
                 str(placed["rank"]) if placed else NO_VALUE,
                 label,
                 f"`{objective}`",
-                score(lookup(scores, label=label, checkpoint_fraction=at)),
-                f"{paper_row['score_paper']:.1f}" if paper_row else NO_VALUE,
+                verdicts.score_with_ci(own),
+                verdicts.seeds(own.n_pretrain, own.n_finetune) if own else NO_VALUE,
+                *([f"{paper_row['score_paper']:.1f}" if paper_row else NO_VALUE] if both else []),
                 vs,
                 *[
                     score(lookup(headline, label=label, task=t, checkpoint_fraction=at))
@@ -180,42 +160,70 @@ def final_section(
                 ),
             ]
         )
-    n_models = results.select("pretrain_seed", "finetune_seed").unique().height
     title, out = family.title, left_out(tasks)
     excluded = f" ({', '.join(out)} left out)" if out else ""
+    heading = (
+        f"**Measured ordering** (median {family.aggregate} per model at {fraction(final)} of the "
+        "budget, 95% CI)"
+    )
+    ordered, _ = verdicts.ordering(ranked["label"].to_list(), comparison, heading)
+    if not ordered:
+        ordered = f"No label has a complete {family.aggregate} at {fraction(final)} of the budget."
+    paper_column = (
+        f"*{title} (paper)*: the paper's aggregation, each task's median over seeds, then the "
+        "mean over tasks. "
+        if both
+        else f"With one model per label the paper's aggregation gives the same {title}. "
+    )
     parts = [
         f"## {title}: results at the final budget ({fraction(final)})",
-        ordering(family, ranked, final),
-        baseline_comparison(ranked, baseline),
+        ordered,
+        verdicts.baseline_comparison(ranked["label"].to_list(), baseline, comparison),
         table(
             [
                 "Rank",
                 "Label",
                 "Objective",
-                f"{title} per model",
-                f"{title} (paper)",
-                "vs none",
+                f"{title} per model [95% CI]",
+                "Seeds (pre-training × fine-tuning)",
+                *([f"{title} (paper)"] if both else []),
+                "vs none [95% CI]",
                 *task_header(family, tasks, names),
                 *([family.published_label] if family.published else []),
             ],
             rows,
         ),
         f"*{title} per model*: the mean over tasks of each task's headline metric{excluded}, "
-        f"computed per evaluated model; median (min–max) over the {n_models} (pre-training "
-        f"seed, evaluation seed) pairs. *{title} (paper)*: the paper's aggregation, each task's "
-        f"median over seeds, then the mean over tasks. *vs none*: median {title} per model minus "
-        f"the no-pre-training baseline's. {family.published_note}".strip(),
+        f"computed per evaluated model; the median over models, with its 95% confidence "
+        f"interval from a hierarchical bootstrap over pre-training, then fine-tuning seeds. "
+        f"{paper_column}*vs none*: median {title} per model minus the no-pre-training "
+        f"baseline's, with the CI of that difference. Task columns: median (min–max) over "
+        f"models. {family.published_note}".strip(),
     ]
+    note = verdicts.noise_note(comparison, ranked["label"].to_list())
+    if note:
+        parts.append(note)
+    pairs = verdicts.pairs_table(
+        [*ranked["label"].to_list(), *([baseline] if baseline else [])], comparison
+    )
+    if pairs:
+        parts += [
+            f"Every pair's difference in median {title} per model, with its 95% CI (*paired*: "
+            "the bootstrap draws the same seeds for both, as the design pairs them):",
+            pairs,
+        ]
     if any(o in family.published for o in objective_of.values()):
-        parts.append(published_ordering(family, set(objective_of.values())))
+        parts.append(
+            published_ordering(family, set(objective_of.values()), comparison, objective_of)
+        )
     gap = convention_gap(results, final)
     if gap:
         parts.append(gap)
     parts.append(figure(f"{family.aggregate} vs pre-training FLOPs", f"{family.name}_vs_flops"))
     others = tasks.filter(~pl.col("headline") & (pl.col("checkpoint_fraction") == final))
     if others.height:
-        pairs = others.select("task", "metric").unique().iter_rows()
-        columns = sorted(pairs, key=lambda tm: (task_order_key(tm[0]), tm[1]))
+        pairs_ = others.select("task", "metric").unique().iter_rows()
+        columns = sorted(pairs_, key=lambda tm: (task_order_key(tm[0]), tm[1]))
         cells = [{"task": t, "metric": m} for t, m in columns]
         present = [label for label in labels if label in set(others["label"])]
         parts += [

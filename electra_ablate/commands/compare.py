@@ -1,0 +1,25 @@
+"""``ablate compare STUDY_A STUDY_B [...] [--out DIR]``: the same objectives across studies in one
+table and one score-vs-FLOPs figure per task family, study folders or report folders alike."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    def compare_command(
+        studies: list[Path] = typer.Argument(
+            ..., metavar="STUDY...", help="two or more study folders or report folders"
+        ),
+        out: Path | None = typer.Option(
+            None, "--out", "-o", help="output folder (default: compare/<A>_vs_<B>)"
+        ),
+    ) -> None:
+        """One table and one score-vs-FLOPs figure (log axis) of the objectives the studies
+        share, with 95% CIs: where a crossover between budgets or backbones shows."""
+        from electra_ablate.report.compare import write_comparison
+
+        typer.echo(str(write_comparison(studies, out)))

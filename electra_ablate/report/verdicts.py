@@ -1,0 +1,299 @@
+"""The report's verdicts: every ordering, every comparison with no pre-training and every claim
+of the paper is read from a 95% confidence interval (``electra_ablate.stats``: hierarchical
+bootstrap over pre-training, then fine-tuning seeds, paired where the arms share seeds), never
+from a comparison of min–max ranges. Each figure says how many seeds stand behind it, and with
+one pre-training seed that its interval covers fine-tuning noise only.
+
+Nothing here names a task family: the caller passes one family's rows at one checkpoint. The
+paper's claims are about the family ``paper.claims_family()`` names; the report asks for them there.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Any
+
+import polars as pl
+
+from electra_ablate import paper, stats
+from electra_ablate.report.markdown import NO_VALUE, table
+from electra_ablate.results import score_aggregation
+
+ABOVE, BELOW, OPEN = "above", "below", "unresolved"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One family's scores and differences at one checkpoint."""
+
+    scores: dict[str, stats.Score]
+    grids: dict[str, stats.ArmGrid]
+
+    def difference(self, a: str, b: str) -> stats.Difference:
+        return stats.difference(self.grids[a], self.grids[b], score_aggregation())
+
+    def one_pretrain_seed(self, labels: Sequence[str]) -> bool:
+        """Whether one of these (pre-trained) labels has a single pre-training seed. The
+        no-pre-training baseline has one by design: its initialisation is not a study seed."""
+        return any(self.scores[x].finetune_noise_only for x in labels if x in self.scores)
+
+    @property
+    def single_models(self) -> bool:
+        """Every arm has one model: no interval anywhere."""
+        return all(s.n_pretrain * s.n_finetune == 1 for s in self.scores.values())
+
+
+def compare(values: pl.DataFrame) -> Comparison:
+    """Scores and grids of one family's aggregated rows at one checkpoint
+    (``results.checkpoint_values``)."""
+    grids = stats.arm_grids(values)
+    return Comparison({k: stats.score(g, score_aggregation()) for k, g in grids.items()}, grids)
+
+
+def signed(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def interval(low: float, high: float, sign: bool = False, digits: int = 1) -> str:
+    """``[low, high]``, or that there is none (one model, or one resampled seed)."""
+    if math.isnan(low) or math.isnan(high):
+        return "no CI"
+    if sign:
+        return f"[{signed(low, digits)}, {signed(high, digits)}]"
+    return f"[{low:.{digits}f}, {high:.{digits}f}]"
+
+
+def score_with_ci(s: stats.Score | None) -> str:
+    if s is None:
+        return NO_VALUE
+    return f"{s.value:.1f} {interval(s.ci_low, s.ci_high)}"
+
+
+def seeds(n_pretrain: int, n_finetune: int) -> str:
+    return f"{n_pretrain} × {n_finetune}"
+
+
+def direction(d: stats.Difference) -> str:
+    """``above`` when the CI of A − B lies above 0, ``below`` when below, else unresolved."""
+    found = stats.verdict(">", d.ci_low, d.ci_high)
+    if found == stats.SUPPORTED:
+        return ABOVE
+    return BELOW if found == stats.CONTRADICTED else OPEN
+
+
+def pairing(d: stats.Difference) -> str:
+    return "paired" if d.paired else "unpaired"
+
+
+def difference_text(d: stats.Difference) -> str:
+    """``+0.49 [−0.31, +1.29], paired, 1 × 3 seeds``."""
+    return (
+        f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True, digits=2)}, {pairing(d)}, "
+        f"{seeds(d.n_pretrain, d.n_finetune)} seeds"
+    )
+
+
+def verdict_words(d: stats.Difference) -> str:
+    found = direction(d)
+    if found == ABOVE:
+        return f"{d.label_a} above {d.label_b}"
+    if found == BELOW:
+        return f"{d.label_b} above {d.label_a}"
+    return "no interval: unresolved" if math.isnan(d.ci_low) else "CI includes 0: unresolved"
+
+
+def noise_note(comparison: Comparison, pretrained: Sequence[str]) -> str:
+    """What the intervals cover, in one sentence a reader cannot miss."""
+    if comparison.single_models:
+        return (
+            "*One model per objective* (one pre-training and one fine-tuning seed): no "
+            "interval can be computed, so no difference below is resolved; run more seeds "
+            "(the claims section says how many)."
+        )
+    if comparison.one_pretrain_seed(pretrained):
+        return (
+            f"*One pre-training seed*: {stats.FINETUNE_NOISE_ONLY}. A second pre-training seed "
+            "can move a score by more than these intervals show."
+        )
+    return ""
+
+
+def ordering(
+    ranked_labels: Sequence[str], comparison: Comparison, heading: str
+) -> tuple[str, list[stats.Difference]]:
+    """The measured ranking with each score's CI, and each adjacent pair's difference."""
+    present = [x for x in ranked_labels if x in comparison.scores]
+    if not present:
+        return "", []
+    names = " > ".join(f"{x} {score_with_ci(comparison.scores[x])}" for x in present)
+    diffs = [comparison.difference(a, b) for a, b in zip(present, present[1:], strict=False)]
+    lines = [f"{heading}: {names}."]
+    lines += [
+        f"- {d.label_a} − {d.label_b}: {difference_text(d)} → {verdict_words(d)}" for d in diffs
+    ]
+    return "\n".join(lines), diffs
+
+
+def baseline_comparison(
+    pretrained: Sequence[str], baseline: str | None, comparison: Comparison
+) -> str:
+    """Each objective minus the no-pre-training baseline, read from the difference's CI."""
+    if baseline is None or baseline not in comparison.scores:
+        return "No no-pre-training baseline was evaluated (`baseline: false`)."
+    groups: dict[str, list[str]] = {ABOVE: [], OPEN: [], BELOW: []}
+    for label in pretrained:
+        if label not in comparison.scores:
+            continue
+        d = comparison.difference(label, baseline)
+        groups[direction(d)].append(
+            f"{label} ({signed(d.value, 1)} {interval(d.ci_low, d.ci_high, sign=True)})"
+        )
+    parts = [f"**No pre-training**: {score_with_ci(comparison.scores[baseline])}."]
+    words = {
+        ABOVE: "Above it (95% CI of the difference above 0)",
+        OPEN: "Not resolved from it (the CI of the difference includes 0, or there is none)",
+        BELOW: "Below it (95% CI of the difference below 0)",
+    }
+    parts += [f"{words[k]}: {', '.join(v)}." for k, v in groups.items() if v]
+    return " ".join(parts)
+
+
+def pairs_table(labels: Sequence[str], comparison: Comparison) -> str:
+    """Every pair's difference, each label against the ones ranked below it."""
+    present = [x for x in labels if x in comparison.scores]
+    rows = []
+    for a, b in combinations(present, 2):
+        d = comparison.difference(a, b)
+        rows.append(
+            [
+                a,
+                b,
+                signed(d.value),
+                interval(d.ci_low, d.ci_high, sign=True),
+                pairing(d),
+                seeds(d.n_pretrain, d.n_finetune),
+                verdict_words(d),
+            ]
+        )
+    if not rows:
+        return ""
+    return table(
+        ["A", "B", "A − B", "95% CI", "Draw", "Seeds (pre-training × fine-tuning)", "Verdict"], rows
+    )
+
+
+# --- the paper's claims ---------------------------------------------------------------------
+
+
+def claims_section(
+    title: str,
+    values: pl.DataFrame,
+    runs: pl.DataFrame | None,
+    study: Mapping[str, Any],
+    fraction: str,
+) -> str:
+    """The paper's claims this study covers, each with our difference, its CI and the verdict;
+    for each unresolved one, the seeds that would resolve it and the command that prices them."""
+    if runs is None or "params_json" not in runs.columns:
+        return ""
+    arms = paper.arms_from_runs(runs)
+    backbone = ((study.get("spec") or {}).get("backbone") or {}).get("preset")
+    found = paper.evaluate_claims(values, arms, score_aggregation(), backbone=backbone)
+    if not found:
+        return ""
+    rows, plans = [], []
+    for v in found:
+        claim, d = v.binding.claim, v.difference
+        paper_numbers = (
+            f"{claim.paper_a:.1f} vs {claim.paper_b:.1f} ({signed(claim.gap)})"
+            if claim.gap is not None
+            else claim.gap_note
+        )
+        rows.append(
+            [
+                claim.statement,
+                paper_numbers,
+                f"{v.binding.label_a} − {v.binding.label_b}",
+                f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True)}",
+                f"{seeds(d.n_pretrain, d.n_finetune)}, {pairing(d)}",
+                f"**{v.verdict}**",
+            ]
+        )
+        if v.verdict == stats.UNRESOLVED:
+            line = f"- *{claim.statement}* ({v.binding.label_a} − {v.binding.label_b}): {v.power}."
+            command = plan_command(study, v.plan, v.difference)
+            if command:
+                line += f" Its cost: `{command}`"
+            plans.append(line)
+    relations = (
+        f'A claim "A > B" is *supported* when the 95% CI of A − B lies above 0, '
+        f'*contradicted* when it lies below 0; a tie "A ≈ B" is supported when the CI lies '
+        f"within ±{paper.EQUIVALENCE_MARGIN:g} points and contradicted when it lies outside. "
+        "Anything else is *unresolved at this power*: these seeds cannot tell."
+    )
+    parts = [
+        f"## The paper's claims ({title} at {fraction} of the budget)",
+        f"Each claim of {paper.PAPER} that this study's arms cover, tested on the median "
+        f"{title} per model. {relations} The paper's numbers come from base-size (Table 5, "
+        "§3.2) or small (Table 1) models trained far longer: compare the direction, not the "
+        "size.",
+        table(["Claim", "Paper", "Ours (A − B)", "A − B [95% CI]", "Seeds, draw", "Verdict"], rows),
+    ]
+    if plans:
+        parts += [
+            "**Seeds that would resolve each unresolved claim** (at the variance measured here; "
+            "`--dry-run` prints what that plan costs, training nothing):",
+            "\n".join(plans),
+        ]
+    return "\n\n".join(parts)
+
+
+def plan_command(
+    study: Mapping[str, Any], plan: stats.SeedPlan | None, found: stats.Difference
+) -> str:
+    """``ablate run SPEC --dry-run --set …``: the study with the plan's seed counts (the pilot's
+    when one model per arm left nothing to plan from); empty when no plan in the grid resolves
+    the claim or the study has no spec path."""
+    if plan is not None and plan.cheapest is not None:
+        n_pretrain, n_finetune = plan.cheapest.n_pretrain, plan.cheapest.n_finetune
+    elif plan is None and found.n_pretrain * found.n_finetune == 1:
+        n_pretrain, n_finetune = paper.PILOT
+    else:
+        return ""
+    if not study.get("spec_path"):
+        return ""
+    spec = study.get("spec") or {}
+    overrides = dict(study.get("overrides") or {})
+    pretrain_seeds = list((spec.get("pretrain") or {}).get("seeds") or [0])
+    block = "evaluation" if spec.get("evaluation") and not spec.get("finetune") else "finetune"
+    finetune_seeds = list((spec.get(block) or {}).get("seeds") or [0])
+    overrides["pretrain.seeds"] = extend(pretrain_seeds, n_pretrain)
+    overrides[f"{block}.seeds"] = extend(finetune_seeds, n_finetune)
+    sets = " ".join(f"--set {shlex.quote(f'{k}={flow(v)}')}" for k, v in overrides.items())
+    return f"ablate run {study['spec_path']} --dry-run {sets}"
+
+
+def extend(existing: list[int], n: int) -> list[int]:
+    """``n`` seeds: the study's own first, then the next unused integers."""
+    out = list(dict.fromkeys(existing))[:n]
+    candidate = 0
+    while len(out) < n:
+        if candidate not in out:
+            out.append(candidate)
+        candidate += 1
+    return out
+
+
+def flow(value: Any) -> str:
+    """A ``--set`` value in YAML flow style (``[0, 1, 2]``, ``5e-4``)."""
+    if isinstance(value, list):
+        return "[" + ", ".join(flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {flow(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
