@@ -9,7 +9,8 @@ task a linear model reads off its features. Each GLUE task ``t`` has a probe tas
 - features: ``frozen_features.pooled_features``, the final ``[CLS]`` state beside the mean of
   the final states over the example's tokens, of the examples encoded exactly as fine-tuning
   encodes them (``FinetunedTask.encoded``: the kept encoder's own tokenizer, the recipe's
-  ``max_len``), with no cap: the whole training split, the whole dev split;
+  ``max_len``), with no cap: the whole training split, the whole dev split (a spec may still
+  cap a probe task by name, in ``caps`` and ``eval_caps``);
 - probe: ``linear_probe.logistic_probe`` for classes, ``ridge_probe`` for STS-B's scores,
   standardised, the L2 strength picked on a validation fold the seed draws (one evaluation per
   checkpoint: see ``GlueProbe.seeded``);
