@@ -9,6 +9,7 @@ as a study packs its corpus, so nothing here needs the shared data except the GL
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ from electra_ablate.evaluation.reference_detectors import (
     bigram_detector_scores,
 )
 from electra_ablate.evaluation.run import plan_job, run_job
-from electra_ablate.evaluation.task import get_family, get_task
+from electra_ablate.evaluation.task import TaskSettings, get_family, get_task
+from electra_ablate.finetune.recipe import FinetuneRecipe
 from electra_ablate.testing import (
     TASK_RULES,
     _contract_kept,
@@ -229,9 +231,9 @@ def test_glue_probes_reuse_glues_facts():
     assert family.aggregate != GLUE.aggregate  # never averaged into the GLUE score
 
 
-def test_a_glue_probe_fits_on_the_full_training_set_and_scores_the_dev_set(shared_data, workdir):
+def test_a_glue_probe_fits_on_the_full_training_set_unless_the_spec_caps_it(shared_data, workdir):
     task = get_task("rte_probe")
-    settings = contract_settings(task, {"glue": str(shared_data / "glue")})
+    settings = TaskSettings(sources={"glue": str(shared_data / "glue")})  # a spec's defaults
     assert GLUE.fingerprint(GLUE_TASKS["rte"], settings) == get_family("glue_probe").fingerprint(
         task, settings
     )
@@ -240,6 +242,10 @@ def test_a_glue_probe_fits_on_the_full_training_set_and_scores_the_dev_set(share
     assert first["train_examples"] == 2490 and first["eval_examples"] == 277  # no caps
     assert set(first) == {"accuracy", "train_examples", "eval_examples"}
     assert scores(task.evaluate(kept, settings, 0)) == first
+    capped = replace(settings, recipe=FinetuneRecipe(train_caps={"rte_probe": 100}), eval_cap=50)
+    assert task.identity(capped) != task.identity(settings)  # a cap is another job
+    counts = scores(task.evaluate(kept, capped, 0))
+    assert (counts["train_examples"], counts["eval_examples"]) == (100, 50)
     stsb = get_task("stsb_probe")
     assert len(check_task(stsb, contract_settings(stsb, settings.sources))) == len(TASK_RULES)
 

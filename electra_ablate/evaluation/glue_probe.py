@@ -9,7 +9,8 @@ task a linear model reads off its features. Each GLUE task ``t`` has a probe tas
 - features: ``frozen_features.pooled_features``, the final ``[CLS]`` state beside the mean of
   the final states over the example's tokens, of the examples encoded exactly as fine-tuning
   encodes them (``FinetunedTask.encoded``: the kept encoder's own tokenizer, the recipe's
-  ``max_len``), with no cap: the whole training split, the whole dev split;
+  ``max_len``), with no cap: the whole training split, the whole dev split (a spec may still
+  cap a probe task by name, in ``caps`` and ``eval_caps``);
 - probe: ``linear_probe.logistic_probe`` for classes, ``ridge_probe`` for STS-B's scores,
   standardised, the L2 strength picked on a validation fold the seed draws (one evaluation per
   checkpoint: see ``GlueProbe.seeded``);
@@ -24,6 +25,7 @@ exclusion) are all read from ``evaluation.glue``, never restated.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,19 +66,26 @@ class GlueProbe(Task):
 
     def identity(self, settings: TaskSettings) -> dict[str, Any]:
         """What changes its result besides encoder, seed and data: the length examples are
-        encoded to (the fine-tuning recipe's ``max_len``, capped by the encoder's)."""
-        return {"max_len": settings.recipe.max_len}
+        encoded to (the fine-tuning recipe's ``max_len``, capped by the encoder's) and the caps a
+        spec sets on this task (``caps``, ``eval_caps``: none by default, the full sets)."""
+        return {
+            "max_len": settings.recipe.max_len,
+            "train_cap": settings.recipe.cap_for(self.name),
+            "eval_cap": settings.eval_cap,
+        }
 
     def features(
         self, kept: LoadedKept, settings: TaskSettings
     ) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
-        """Pooled features and labels of the full training and dev splits."""
+        """Pooled features and labels of the training and dev splits: the full sets, unless the
+        spec caps this task (``Examples.capped``, the one capping path)."""
         from electra_ablate.evaluation.frozen_features import pooled_features, weights_digest
         from electra_ablate.finetune import as_examples
 
         encoded = self.glue.encoded(kept, settings)
-        train, dev = as_examples(encoded.train), as_examples(encoded.validation)
-        key = (weights_digest(kept.model.encoder), self.name, settings.recipe.max_len)
+        train = as_examples(encoded.train).capped(settings.recipe.cap_for(self.name))
+        dev = as_examples(encoded.validation).capped(settings.eval_cap)
+        key = (weights_digest(kept.model.encoder), self.name, json.dumps(self.identity(settings)))
         if key not in _FEATURES:
             _FEATURES.clear()
             _FEATURES[key] = (pooled_features(kept.model, train), pooled_features(kept.model, dev))
