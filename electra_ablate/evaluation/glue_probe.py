@@ -67,12 +67,11 @@ class GlueProbe(Task):
     def identity(self, settings: TaskSettings) -> dict[str, Any]:
         """What changes its result besides encoder, seed and data: the length examples are
         encoded to (the fine-tuning recipe's ``max_len``, capped by the encoder's) and the caps a
-        spec sets on this task (``caps``, ``eval_caps``: none by default, the full sets)."""
-        return {
-            "max_len": settings.recipe.max_len,
-            "train_cap": settings.recipe.cap_for(self.name),
-            "eval_cap": settings.eval_cap,
-        }
+        spec sets on this task (``caps``, ``eval_caps``: none by default, the full sets). A cap
+        enters only when set, so the full-set probes keep the ids they were first evaluated
+        under (the objectives study's probe records)."""
+        caps = {"train_cap": settings.recipe.cap_for(self.name), "eval_cap": settings.eval_cap}
+        return {"max_len": settings.recipe.max_len} | {k: v for k, v in caps.items() if v}
 
     def features(
         self, kept: LoadedKept, settings: TaskSettings
