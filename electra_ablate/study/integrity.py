@@ -157,10 +157,13 @@ def check_kept(study: Study, unit: Unit) -> None:
 
 
 def kept_fractions(unit: Unit) -> list[float]:
-    """Every kept encoder the unit writes (not only those the spec fine-tunes)."""
+    """Every kept encoder the unit writes (not only those the spec fine-tunes); none for a
+    reference scorer, which needs no encoder."""
     if isinstance(unit, RunUnit):
         return [fraction for fraction, _ in unit.plan.checkpoints]
-    return [BASELINE_FRACTION]
+    if isinstance(unit, BaselineUnit):
+        return [BASELINE_FRACTION]
+    return []
 
 
 def load_study_kept(study: Study, unit: Unit, fraction: float) -> LoadedKept:
