@@ -720,7 +720,11 @@ def test_a_diverging_run_is_flagged_and_library_warnings_stay_in_its_log(env, tm
     for label in diverged["label"]:
         done = json.loads((run_dir(out, label) / "done.json").read_text())
         assert done["diverged"]["step"] > 0 and done["diverged"]["loss"] > 0
-    assert list(out.glob("**/warnings.log")), "the captured warnings are kept"
+    # scipy's constant-input warning no longer arises (metrics.py scores a constant prediction
+    # 0 itself), so a warnings.log is not guaranteed here; where one is written, it holds the
+    # library's lines and the terminal none (the capture: test_reliability.py)
+    for log in out.glob("**/warnings.log"):
+        assert "Warning" in log.read_text(), log
     report = ablate("report", out, env=env)
     assert report.returncode == 0
     assert "diverged" in (out / "report" / "report.md").read_text()
