@@ -32,7 +32,8 @@ class Survey:
     name: str
     holder: Holder | None
     units: list[UnitState] = field(default_factory=list)
-    finetunes: dict[str, int] = field(default_factory=dict)  # done, failed, pending
+    finetunes: dict[str, int] = field(default_factory=dict)  # done, skipped, failed, pending
+    reference_scores: int = 0  # evaluations of reference scorers (no encoder), all states
     kept_problems: list[tuple[Path, str]] = field(default_factory=list)
     damaged: list[tuple[Path, str]] = field(default_factory=list)
     disk_bytes: int = 0
@@ -65,16 +66,15 @@ def survey(root: Path, check_kept: bool = True) -> Survey:
     info = info if isinstance(info, dict) else {}
     holder = current_holder(layout.lock)
     found = Survey(root, str(info.get("name") or root.name), holder)
-    finetune = info.get("spec", {}).get("finetune") if isinstance(info.get("spec"), dict) else None
-    per_checkpoint = len(finetune["tasks"]) * len(finetune["seeds"]) if finetune else 0
+    spec = info.get("spec") if isinstance(info.get("spec"), dict) else {}
+    blocks = [b for b in (spec.get("finetune"), spec.get("evaluation")) if isinstance(b, dict)]
     expected_jobs = 0
     on_disk = set()
     for run in layout.run_folders():
         unit, fractions = unit_state(run, holder is not None, found)
         on_disk.add(run.root.name.rsplit("-", 1)[-1])
         found.units.append(unit)
-        wanted = (finetune or {}).get("checkpoints") if unit.kind == "run" else None
-        expected_jobs += per_checkpoint * len(wanted or fractions)
+        expected_jobs += planned_jobs(blocks, unit.kind, fractions)
         if unit.state == "done":
             if check_kept:
                 for fraction in fractions:
@@ -157,21 +157,34 @@ def pending_units(root: Path, on_disk: set[str]) -> list[UnitState]:
     return out
 
 
+def planned_jobs(blocks: list[dict], kind: str, fractions: list[float]) -> int:
+    """The evaluations a run or baseline gets from the spec's evaluation blocks: per checkpoint,
+    each task at each seed (an unseeded task, evaluated once, is counted per seed too: reading
+    which tasks are seeded would load the task registry, and torch with it)."""
+    total = 0
+    for block in blocks:
+        if kind == "baseline" and not block.get("baseline", True):
+            continue
+        wanted = block.get("checkpoints") if kind == "run" else None
+        per_checkpoint = len(block.get("tasks") or []) * len(block.get("seeds") or [])
+        total += per_checkpoint * len(wanted or fractions)
+    return total
+
+
 def count_finetunes(layout: StudyLayout, found: Survey, expected: int) -> None:
-    done = failed = 0
+    """Evaluation records by status: done, skipped (the task does not apply to that encoder)
+    and failed; a reference scorer's records are counted apart (they are not per encoder)."""
+    counts = {"done": 0, "skipped": 0, "failed": 0}
     for path in sorted(layout.finetune_dir.glob("*.json")):
         record, problem = read_json(path)
         if problem or not isinstance(record, dict):
             found.damaged.append((path, problem or "not a JSON object"))
-        elif record.get("status") == "done":
-            done += 1
+        elif record.get("reference") is not None:
+            found.reference_scores += 1
         else:
-            failed += 1
-    found.finetunes = {
-        "done": done,
-        "failed": failed,
-        "pending": max(0, expected - done - failed),
-    }
+            status = record.get("status")
+            counts[status if status in counts else "failed"] += 1
+    found.finetunes = {**counts, "pending": max(0, expected - sum(counts.values()))}
 
 
 def folder_bytes(folder: Path) -> int:

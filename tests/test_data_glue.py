@@ -295,3 +295,18 @@ def test_encode_single_sentences_and_the_one_capping_path(tmp_path: Path, tokeni
         as_examples(cola.train).capped(None) is not capped
         and len(as_examples(cola.train).capped(5)) == 3
     )
+
+
+@pytest.mark.parametrize("label", [7, -1])
+def test_a_class_label_out_of_range_is_an_error_naming_its_split_and_row(tmp_path, label):
+    """A 2-class task with a label 7 (or a test split's -1) would fine-tune on garbage targets,
+    or fail deep in the loss with no file named."""
+    write_parquet(tmp_path, "rte")
+    path = tmp_path / "rte" / "train.parquet"
+    rows = pq.read_table(path).to_pylist()
+    rows[1] = {**rows[1], "label": label}
+    pq.write_table(pa.Table.from_pylist(rows), path)
+    with pytest.raises(
+        DataError, match=rf"rte train row 1 \(in .*rte\): label {label} is not a class of 0-1"
+    ):
+        load_glue_task(str(tmp_path), "rte")

@@ -545,6 +545,23 @@ def test_export_rebuilds_a_corrupt_kept_encoder_of_a_study(reference, study, env
     assert (tmp_path / "hf" / "model.safetensors").stat().st_size > 0
 
 
+def test_finetune_rebuilds_a_corrupt_kept_encoder_of_a_study_and_gives_its_numbers(
+    reference, study, env
+):
+    kept = run_dir(study, "electra") / "kept" / "1"
+    damage(kept / "kept.safetensors", "truncated")
+    result = ablate("finetune", kept, "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    assert "rebuilt" in result.stderr and str(kept) in result.stderr
+    original = run_dir(reference.out, "electra") / "kept" / "1" / "kept.safetensors"
+    assert digest(kept / "kept.safetensors") == digest(original)
+    (summary,) = json.loads(result.stdout)["tasks"].values()
+    for job_id in summary["job_ids"]:  # the study's own job, with the study's own numbers
+        record = json.loads((study / "finetune" / f"{job_id}.json").read_text())
+        for metric, values in summary["metrics"].items():
+            assert values["values"] == [record["metrics"][metric]], metric
+
+
 @pytest.mark.parametrize("command", ["export", "finetune"])
 def test_a_subtly_corrupt_kept_folder_outside_a_study_is_refused(reference, env, tmp_path, command):
     kept = tmp_path / "kept"
@@ -613,7 +630,8 @@ def test_an_untrustworthy_metrics_log_is_rebuilt_by_retraining(reference, study,
     assert "electra" in set(metrics["label"])
     report = ablate("report", study, env=env)
     assert report.returncode == 0
-    assert "rebuilt" in (study / "report" / "report.md").read_text()
+    text = (study / "report" / "report.md").read_text()
+    assert text.count("Training curve rebuilt by re-training") == 1, "said once, under Runs"
 
 
 def test_a_damaged_done_record_is_moved_aside_and_the_run_finishes_from_its_state(
@@ -662,7 +680,8 @@ def test_collect_names_damaged_records_and_carries_on_without_moving_them(refere
         assert path.exists() and not list(path.parent.glob(f"{path.name}.corrupt-*"))
     report = ablate("report", study, env=env)
     assert report.returncode == 0, report.stderr
-    assert "missing" in (study / "report" / "report.md").read_text()
+    text = (study / "report" / "report.md").read_text()
+    assert text.count("No training curve (its metrics.jsonl is missing or damaged") == 1, text
 
 
 # -------------------------------------------------------------------------- exit codes
@@ -701,7 +720,11 @@ def test_a_diverging_run_is_flagged_and_library_warnings_stay_in_its_log(env, tm
     for label in diverged["label"]:
         done = json.loads((run_dir(out, label) / "done.json").read_text())
         assert done["diverged"]["step"] > 0 and done["diverged"]["loss"] > 0
-    assert list(out.glob("**/warnings.log")), "the captured warnings are kept"
+    # scipy's constant-input warning no longer arises (metrics.py scores a constant prediction
+    # 0 itself), so a warnings.log is not guaranteed here; where one is written, it holds the
+    # library's lines and the terminal none (the capture: test_reliability.py)
+    for log in out.glob("**/warnings.log"):
+        assert "Warning" in log.read_text(), log
     report = ablate("report", out, env=env)
     assert report.returncode == 0
     assert "diverged" in (out / "report" / "report.md").read_text()
@@ -772,6 +795,16 @@ def test_files_are_created_honouring_the_umask(reference, env, tmp_path):
     assert result.returncode == 0, result.stderr
     assert export.stat().st_mode & 0o777 == 0o775
     assert all(p.stat().st_mode & 0o777 == 0o664 for p in export.iterdir())
+
+
+def test_a_study_in_a_path_with_spaces_reruns_and_reports(reference, env, tmp_path):
+    spaced = tmp_path / "my runs" / "faults study"
+    shutil.copytree(reference.out, spaced)
+    result = ablate("run", reference.spec, "--out", spaced, "--no-progress", env=env)
+    assert result.returncode == 0 and "running" not in result.stdout, result.stderr
+    assert comparable(spaced).equals(comparable(reference.out))
+    assert ablate("report", spaced, env=env).returncode == 0
+    assert ablate("status", spaced, env=env).returncode == 0
 
 
 # ------------------------------------------------------------------------------- names

@@ -208,3 +208,36 @@ def test_existing_specs_still_validate():
 
     for spec in sorted(Path(__file__).resolve().parent.parent.glob("studies/*.yaml")):
         load_spec(spec)
+
+
+def test_status_counts_skipped_evaluations_and_reference_scores_apart(tmp_path):
+    """A skipped evaluation (the task does not apply to that encoder) is not a failure, and a
+    reference scorer's records are not an encoder's: pending counts both evaluation blocks."""
+    from electra_ablate.survey import survey
+
+    study = tmp_path / "study"
+    blocks = {
+        "finetune": {"tasks": ["rte"], "seeds": [0, 1], "baseline": True},
+        "evaluation": {"tasks": ["probe"], "seeds": [0], "baseline": False},
+    }
+    (study / "finetune").mkdir(parents=True)
+    (study / "study.json").write_text(json.dumps({"name": "s", "spec": blocks}))
+    run = study / "pretrain" / "electra-s0-abc"
+    run.mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"checkpoints": [0.5, 1.0]}))
+    (run / "done.json").write_text(json.dumps({"status": "done"}))
+    (study / "baseline" / "no_pre-training-def" / "kept" / "0").mkdir(parents=True)
+    (study / "baseline" / "no_pre-training-def" / "kept" / "0" / "kept.json").write_text("{}")
+    records = [
+        {"status": "done"},
+        {"status": "done"},
+        {"status": "skipped", "message": "an MLM encoder has no detection head"},
+        {"status": "failed", "message": "boom"},
+        {"status": "done", "reference": "majority"},
+    ]
+    for i, record in enumerate(records):
+        (study / "finetune" / f"{i}.json").write_text(json.dumps(record))
+    found = survey(study, check_kept=False)
+    # the run: (2 rte seeds + 1 probe seed) x 2 checkpoints; the baseline: 2 rte seeds
+    assert found.finetunes == {"done": 2, "skipped": 1, "failed": 1, "pending": 4}
+    assert found.reference_scores == 1

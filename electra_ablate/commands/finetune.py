@@ -287,12 +287,17 @@ def load_checkpoint(checkpoint: str) -> LoadedKept:
     """Our kept folder, a Hugging Face folder (``config.json``, no ``kept.json``) or a hub name.
 
     A folder is never sent to the hub, and a path-like name whose first part exists locally is
-    reported as a missing path, so a typo cannot turn into a confusing download failure.
+    reported as a missing path, so a typo cannot turn into a confusing download failure. A
+    study's kept encoder that is missing or fails its checksum is rebuilt first, as ``ablate
+    export`` and ``ablate run`` do; any other kept folder must pass its checksums.
     """
     from electra_ablate.hf_import import is_hf_folder, is_hub_name, load_hf
     from electra_ablate.kept import load_kept
+    from electra_ablate.study.integrity import repair_kept_folder
 
     path = Path(checkpoint).expanduser()
+    if path.parent.name == "kept":  # a study's kept encoder: rebuilt first if missing or damaged
+        repair_kept_folder(path)
     if path.is_dir():
         if is_hf_folder(path):
             return load_hf(path)

@@ -51,8 +51,13 @@ def register(app: typer.Typer) -> None:
             note = f": {unit.message}" if unit.message else ""
             lines.append(f"  {shown:<10} {unit.label}{seed}{note}")
         ft = found.finetunes
+        skipped = f", {ft['skipped']} skipped" if ft["skipped"] else ""
+        references = (
+            f"; {found.reference_scores} reference score(s)" if found.reference_scores else ""
+        )
         lines.append(
-            f"fine-tunes: {ft['done']} done, {ft['failed']} failed, {ft['pending']} pending"
+            f"fine-tunes: {ft['done']} done{skipped}, {ft['failed']} failed, "
+            f"{ft['pending']} pending{references}"
         )
         for path, problem in found.kept_problems:
             what = "missing" if problem == "missing" else f"corrupt ({problem})"

@@ -43,7 +43,25 @@ def load_glue_task(
         splits = _from_parquet(spec, folder)
     else:
         splits = _from_tsv(spec, folder)
-    return {split: _normalised(spec, dataset) for split, dataset in splits.items()}
+    loaded = {split: _normalised(spec, dataset) for split, dataset in splits.items()}
+    for split, dataset in loaded.items():
+        _check_labels(spec, split, dataset, "the hub" if layout == "hub" else str(folder))
+    return loaded
+
+
+def _check_labels(spec: GlueTask, split: str, dataset: datasets.Dataset, where: str) -> None:
+    """Every class label is one of the task's classes: a 7 in a 2-class task, or a test split's
+    -1, would otherwise train on garbage targets or fail deep in the loss."""
+    if spec.is_regression:
+        return
+    labels = np.asarray(dataset.with_format("arrow")["label"])
+    bad = np.flatnonzero((labels < 0) | (labels >= spec.num_labels))
+    if bad.size:
+        row = int(bad[0])
+        raise DataError(
+            f"{spec.name} {split} row {row} (in {where}): label {labels[row]} is not a class "
+            f"of 0-{spec.num_labels - 1} ({bad.size} such row(s))"
+        )
 
 
 def locate_glue_task(

@@ -49,7 +49,6 @@ from electra_ablate.study.records import (
 from electra_ablate.study.units import (
     BASELINE_FRACTION,
     BaselineUnit,
-    ReferenceUnit,
     RunUnit,
     Unit,
 )
@@ -163,13 +162,13 @@ def check_kept(study: Study, unit: Unit) -> None:
 
 
 def kept_fractions(unit: Unit) -> list[float]:
-    """Every kept encoder the unit writes (not only those the spec fine-tunes); a reference
-    scorer writes none."""
+    """Every kept encoder the unit writes (not only those the spec fine-tunes); none for a
+    reference scorer, which needs no encoder."""
     if isinstance(unit, RunUnit):
         return [fraction for fraction, _ in unit.plan.checkpoints]
-    if isinstance(unit, ReferenceUnit):
-        return []
-    return [BASELINE_FRACTION]
+    if isinstance(unit, BaselineUnit):
+        return [BASELINE_FRACTION]
+    return []
 
 
 def load_study_kept(study: Study, unit: Unit, fraction: float) -> LoadedKept:
