@@ -220,7 +220,7 @@ def claims_section(
                 f"{v.binding.label_a} − {v.binding.label_b}",
                 f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True)}",
                 f"{seeds(d.n_pretrain, d.n_finetune)}, {pairing(d)}",
-                f"**{v.verdict}**",
+                f"**{v.verdict}**" + (" (fine-tuning noise only)" if d.finetune_noise_only else ""),
             ]
         )
         if v.verdict == stats.UNRESOLVED:
@@ -233,7 +233,11 @@ def claims_section(
         f'A claim "A > B" is *supported* when the 95% CI of A − B lies above 0, '
         f'*contradicted* when it lies below 0; a tie "A ≈ B" is supported when the CI lies '
         f"within ±{paper.EQUIVALENCE_MARGIN:g} points and contradicted when it lies outside. "
-        "Anything else is *unresolved at this power*: these seeds cannot tell."
+        "Anything else is *unresolved at this power*: these seeds cannot tell. A verdict marked "
+        "*(fine-tuning noise only)* rests on one pre-training seed per arm: "
+        f"{stats.FINETUNE_NOISE_ONLY}, and another pre-training seed may move the difference by "
+        "more than its interval shows, so read it as a verdict about these models, not yet "
+        "about the objectives."
     )
     parts = [
         f"## The paper's claims ({title} at {fraction} of the budget)",
