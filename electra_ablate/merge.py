@@ -370,7 +370,7 @@ def choose_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """Per finished unit, the record of each of its fine-tunes (checkpoint, task, seed) that
     the target will hold, in ``Study.jobs``' order, as ``--collect`` would read them."""
-    from electra_ablate.study.tables import NON_METRIC_KEYS
+    from electra_ablate.evaluation.task import RECORD_FIELDS
 
     by_slot: dict[Slot, list[UnitCopy]] = {}
     for copy in final.values():
@@ -388,7 +388,7 @@ def choose_records(
             c
             for c in candidates
             if c.state == FINISHED
-            and {k: float(v) for k, v in c.record["metrics"].items() if k not in NON_METRIC_KEYS}
+            and {k: float(v) for k, v in c.record["metrics"].items() if k not in RECORD_FIELDS}
             in tables
         ]
         if len(matching) == 1:
