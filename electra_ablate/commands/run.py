@@ -124,7 +124,7 @@ def register(app: typer.Typer) -> None:
 
         options = None
         if launcher is not None and not collect:
-            from electra_ablate.study.launch import LaunchOptions
+            from electra_ablate.study.launch import LaunchOptions, sbatch_parameters
 
             given = {
                 "partition": partition,
@@ -136,6 +136,7 @@ def register(app: typer.Typer) -> None:
             resources = spec.launcher.model_copy(
                 update={k: v for k, v in given.items() if v is not None}
             )
+            sbatch_parameters(resources.sbatch)  # a malformed line: one line, before any job
             options = LaunchOptions(launcher.value, resources, wait=not no_wait)
 
         run_study(  # a failed unit raises, naming it (exit 1)

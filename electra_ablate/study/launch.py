@@ -22,6 +22,7 @@ tables from what is on disk, as ``ablate run --collect`` does.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from collections.abc import Callable
@@ -352,3 +353,8 @@ def check_options(kind: str, wait: bool, workers: int) -> None:
     if workers > 1:
         raise InputError("--workers and --launcher do not go together: each job is one unit")
     require_submitit(kind)
+    if kind == "slurm" and shutil.which("sbatch") is None:
+        raise InputError(
+            "--launcher slurm: no SLURM here (sbatch not found): submit from the cluster's login "
+            "node, or use --launcher submitit-local on this machine"
+        )

@@ -264,7 +264,9 @@ def collect_finished(study: Study, units: list, started: float, log: Callable[[s
 
     summaries, records = [], []
     for unit in units:  # damaged records are named and left in place: this only reads
-        done = unit.done and (read_record(unit.layout.done, set_aside=False) is not None)
+        done = unit.done and (  # a run leaves a record; a baseline its kept encoder only
+            not isinstance(unit, RunUnit) or read_record(unit.layout.done, set_aside=False)
+        )
         if not done:
             failed = isinstance(unit, RunUnit) and read_record(unit.layout.failed, set_aside=False)
             summaries.append((unit, failed or dict(PENDING_SUMMARY)))
