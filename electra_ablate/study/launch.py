@@ -126,7 +126,7 @@ class PretrainJob(UnitJob):
         if self.tasks > 1:  # one task per GPU: the process group torchrun would make
             from submitit.helpers import TorchDistributedEnvironment
 
-            TorchDistributedEnvironment().export()
+            TorchDistributedEnvironment().export(set_cuda_visible_devices=False)
         with torch_threads(self.setup.spec.pretrain.num_threads):
             study, unit = self.setup.open(self.index, self.run_id)
             with warnings_to(unit.layout.warnings_log, "pre-training"):

@@ -70,7 +70,9 @@ def run_study(
     with torch_threads(spec.pretrain.num_threads):  # the caller's count comes back after
         started = time.time()
         mode = progress_mode(progress)
-        study = Study(spec, spec_path, out_dir, device, overrides, reuse)
+        # a launching parent only plans (a login node may have no GPU): its jobs get `device`
+        planning = "cpu" if launcher is not None and not collect else device
+        study = Study(spec, spec_path, out_dir, planning, overrides, reuse)
         if not study.dist.is_main:
             log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
         if collect:  # reads only: never blocked by, nor blocking, a study that runs
@@ -78,7 +80,7 @@ def run_study(
         locks = hold_study(study, wait, shard)
         try:
             if launcher is not None:
-                return run_launched(study, started, mode, log, launcher, shard)
+                return run_launched(study, started, mode, log, launcher, shard, device)
             return run_locked(study, started, mode, log, workers, shard)
         finally:
             for lock in reversed(locks):
@@ -127,6 +129,7 @@ def run_launched(
     log: Callable[[str], None],
     options: LaunchOptions,
     shard: Shard | None,
+    device: str | None,
 ) -> bool:
     """The units as cluster jobs; then (unless ``--no-wait``) the tables, and the failures by
     unit with their jobs' logs."""
@@ -137,7 +140,7 @@ def run_launched(
         study.spec,
         study.spec_path,
         study.layout.root,
-        str(study.device),
+        device,
         study.overrides,
         study.reuse,
     )
