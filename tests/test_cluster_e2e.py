@@ -8,11 +8,13 @@ compared with the reference's rows of those units. SLURM itself is stood in for 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import polars as pl
@@ -191,3 +193,47 @@ def test_bad_cluster_input_is_one_line_and_exit_2(smoke_env, electra_spec, tmp_p
     )
     one_line(result, "pip install 'electra-ablate[slurm]'")
     assert not out.exists(), "bad input must stop before anything is written"
+
+
+def test_a_preempted_job_is_requeued_and_resumes_to_the_same_run(
+    smoke_study, smoke_env, electra_spec, tmp_path, monkeypatch
+):
+    """submitit's preemption signal (what SLURM sends before it preempts or times out a job)
+    makes the job hand itself back through its checkpoint hook; the local executor requeues it,
+    and the run resumes from its newest state to the weights and curve of an unbroken run."""
+    submitit = pytest.importorskip("submitit")
+    from electra_ablate.spec import load_spec
+    from electra_ablate.study import Study
+    from electra_ablate.study.launch import PretrainJob, StudySetup
+
+    for name in ("ABLATE_DATA_DIR", "ABLATE_CACHE"):  # the job inherits this environment
+        monkeypatch.setenv(name, smoke_env[name])
+    out = tmp_path / "runs" / "electra"
+    spec = load_spec(electra_spec)
+    units = Study(spec, electra_spec, out, "cpu").prepare()
+    (index,) = [i for i, u in enumerate(units) if u.label == "electra"]
+    setup = StudySetup(spec, electra_spec, out, None, {}, reuse=False)
+    executor = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="local")
+    executor.update_parameters(timeout_min=60)
+    job = executor.submit(PretrainJob(setup, index, units[index].run_id, tasks=1))
+    states = units[index].layout.states
+    deadline = time.time() + 1200
+    while not list(states.glob("step-*")) and time.time() < deadline and not job.done():
+        time.sleep(0.2)
+    assert not job.done(), "the run finished before it could be preempted"
+    job._interrupt()  # the preemption signal, as SLURM sends it
+    summary = job.result()
+    assert summary["status"] == "done", summary
+    log = "".join(p.read_text() for p in (tmp_path / "jobs").glob("*_log.*"))
+    assert "Requeued job" in log and "preempted" in log, log[-2000:]
+    (twin,) = (smoke_study / "pretrain").glob(f"electra-s0-{units[index].run_id}")
+    run = units[index].layout.root
+    for kept in sorted((twin / "kept").iterdir()):
+        mine = run / "kept" / kept.name / "kept.safetensors"
+        assert mine.read_bytes() == (kept / "kept.safetensors").read_bytes(), kept.name
+
+    def curve(folder: Path) -> list[dict]:
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        return [{k: v for k, v in row.items() if k != "tokens_per_s"} for row in rows]
+
+    assert curve(run) == curve(twin)
