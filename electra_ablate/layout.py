@@ -4,7 +4,7 @@
   study.json                        what ran, where, when, with which (resolved) spec
   study.lock                        held by the `ablate run` writing the study (its PID, host)
   study.shard-<i>-of-<n>.lock       held by `ablate run --shard I/N` (with study.lock shared)
-  jobs/<job id>/                    cluster jobs' logs and scripts (`ablate run --launcher`)
+  jobs/<job id>_*                   cluster jobs' logs and pickled calls (`ablate run --launcher`)
   results.parquet                   one row per (run, checkpoint, task, seed, metric)
   runs.parquet                      one row per pre-training run with its status
   pretrain_metrics.parquet          the runs' logged metrics
@@ -126,7 +126,7 @@ class StudyLayout:
 
     @property
     def jobs(self) -> Path:
-        """Cluster jobs' scripts and logs (``ablate run --launcher``): ``<job id>/``."""
+        """Cluster jobs' logs and pickled calls (``ablate run --launcher``): ``<job id>_*``."""
         return self.root / "jobs"
 
     def shard_lock(self, index: int, count: int) -> Path:

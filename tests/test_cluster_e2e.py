@@ -79,7 +79,7 @@ def test_submitit_local_jobs_give_the_in_process_results(
     assert result.returncode == 0, result.stderr
     # one job per pre-training unit, then one per unit's batch of fine-tunes, each with its log
     assert "submitted 2 submitit-local job(s) (2 pre-training, 0 fine-tuning)" in result.stdout
-    logs = sorted(out.glob("jobs/*/*_log.out"))
+    logs = sorted(out.glob("jobs/*_log.out"))
     assert len(logs) == 4, logs
     assert "fine-tune jobs 2/2" in result.stderr  # the progress line, on a pipe: plain lines
     same_results_as_reference(out, smoke_study)

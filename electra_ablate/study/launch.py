@@ -181,7 +181,7 @@ class Launcher:
         cluster = "slurm" if options.kind == "slurm" else "local"
         study.layout.jobs.mkdir(parents=True, exist_ok=True)
         self.executor = submitit.AutoExecutor(
-            folder=study.layout.jobs / "%j", cluster=cluster, slurm_max_num_timeout=MAX_TIMEOUTS
+            folder=study.layout.jobs, cluster=cluster, slurm_max_num_timeout=MAX_TIMEOUTS
         )
         self.sbatch = sbatch_parameters(options.resources.sbatch)
 
