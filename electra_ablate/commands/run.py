@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         launcher: Launcher | None = typer.Option(
             None,
             "--launcher",
-            help="run each unit as a cluster job through submitit (the [slurm] extra) instead "
+            help="run each unit as a cluster job through submitit (the slurm extra) instead "
             "of in this process",
         ),
         no_wait: bool = typer.Option(
