@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -221,7 +222,9 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_same_run(
     while not list(states.glob("step-*")) and time.time() < deadline and not job.done():
         time.sleep(0.2)
     assert not job.done(), "the run finished before it could be preempted"
-    job._interrupt()  # the preemption signal, as SLURM sends it
+    pid = job._process.pid  # the local controller; its child runs the job, as a SLURM task
+    for task in Path(f"/proc/{pid}/task/{pid}/children").read_text().split():
+        os.kill(int(task), signal.SIGUSR2)  # the preemption signal, as SLURM sends it
     summary = job.result()
     assert summary["status"] == "done", summary
     log = "".join(p.read_text() for p in (tmp_path / "jobs").glob("*_log.*"))
