@@ -3,6 +3,8 @@
 <study>/
   study.json                        what ran, where, when, with which (resolved) spec
   study.lock                        held by the `ablate run` writing the study (its PID, host)
+  study.shard-<i>-of-<n>.lock       held by `ablate run --shard I/N` (with study.lock shared)
+  jobs/<job id>_*                   cluster jobs' logs and pickled calls (`ablate run --launcher`)
   results.parquet                   one row per (run, checkpoint, task, seed, metric)
   runs.parquet                      one row per pre-training run with its status
   pretrain_metrics.parquet          the runs' logged metrics
@@ -133,6 +135,20 @@ class StudyLayout:
     @property
     def report(self) -> Path:
         return self.root / "report"
+
+    @property
+    def jobs(self) -> Path:
+        """Cluster jobs' logs and pickled calls (``ablate run --launcher``): ``<job id>_*``."""
+        return self.root / "jobs"
+
+    def shard_lock(self, index: int, count: int) -> Path:
+        """Held by the ``ablate run --shard I/N`` writing shard I of N into this folder."""
+        return self.root / f"study.shard-{index}-of-{count}.lock"
+
+    @property
+    def tables_lock(self) -> Path:
+        """Held while a shard rebuilds the tables of a folder that other shards write too."""
+        return self.root / "tables.lock"
 
     @property
     def pack_manifest(self) -> Path:

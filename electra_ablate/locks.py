@@ -57,10 +57,12 @@ class LockHeld(AblateError):
 
 class FolderLock:
     """An exclusive ``flock`` on ``path`` (created if missing); release with ``release()`` or
-    use as a context manager."""
+    use as a context manager. ``shared``: a shared lock instead, which any number of holders
+    take together (the shards of one study) and which keeps out an exclusive holder."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, shared: bool = False) -> None:
         self.path = Path(path)
+        self.shared = shared
         self._fd: int | None = None
 
     def acquire(self, wait: bool = False, on_wait: Callable[[Holder], None] | None = None) -> None:
@@ -68,14 +70,14 @@ class FolderLock:
         free instead (``on_wait`` is told who it waits for, once)."""
         fd = _open_lock_file(self.path)
         try:
-            if not _try_lock(fd):
+            if not _try_lock(fd, self.shared):
                 holder = read_holder(self.path)
                 if not wait:
                     message = f"{self.path} is locked by {holder.describe()}"
                     raise LockHeld(message, holder) from None
                 if on_wait is not None:
                     on_wait(holder)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                fcntl.flock(fd, fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX)
             _write_note(fd)
         except BaseException:
             os.close(fd)
@@ -96,12 +98,12 @@ class FolderLock:
         self.release()
 
 
-def _try_lock(fd: int, attempts: int = 10) -> bool:
+def _try_lock(fd: int, shared: bool = False, attempts: int = 10) -> bool:
     """Take the lock without blocking; a few tries, because ``current_holder`` (``ablate
     status``) holds it shared for an instant when it looks."""
     for attempt in range(attempts):
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
             if attempt + 1 < attempts:
@@ -177,10 +179,13 @@ def wait_message(folder: Path) -> Callable[[Holder], None]:
     return say
 
 
-def lock_study(lock_file: Path, folder: Path, wait: bool = False) -> FolderLock:
+def lock_study(
+    lock_file: Path, folder: Path, wait: bool = False, shared: bool = False
+) -> FolderLock:
     """The one place a study folder is locked for writing (``ablate run``, ``ablate clean``):
-    held until released, or ``LockHeld`` naming the holder (exit 2); ``wait`` waits instead."""
-    lock = FolderLock(lock_file)
+    held until released, or ``LockHeld`` naming the holder (exit 2); ``wait`` waits instead.
+    ``shared``: held together with other shards of the study (``study.shards``)."""
+    lock = FolderLock(lock_file, shared)
     try:
         lock.acquire(wait=wait, on_wait=wait_message(folder))
     except LockHeld as exc:

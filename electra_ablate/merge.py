@@ -40,6 +40,7 @@ from electra_ablate.packs import (
 from electra_ablate.storage import atomic_dir, atomic_write_bytes, atomic_write_text
 
 if TYPE_CHECKING:
+    from electra_ablate.engine.plan import RunPlan
     from electra_ablate.study import Study
     from electra_ablate.study.units import Unit
 
@@ -327,7 +328,6 @@ def study_units(study: Study, ids: dict, final: dict[str, UnitCopy]) -> tuple[li
     """The spec's units in ``Study.prepare``'s order, named by the ids the runs tables give,
     with the checkpoints their kept folders record (no plan: nothing trains them). Returns
     them and how many units of the spec no runs table names."""
-    from electra_ablate.engine.plan import RunPlan
     from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, variant_label
 
     units: list[Unit] = []
@@ -343,7 +343,7 @@ def study_units(study: Study, ids: dict, final: dict[str, UnitCopy]) -> tuple[li
                 files = copy.files if (copy := final.get(relative(study, layout.root))) else {}
                 run_json = relative(study, layout.run_json)
                 config = json.loads(files[run_json]) if run_json in files else {}
-                plan = RunPlan((), (), recorded_checkpoints(files))
+                plan = recorded_plan(files, relative(study, layout.done))
                 units.append(RunUnit(variant, spec, entry, seed, plan, config, run_id, layout))
         if spec.finetune is not None and spec.finetune.baseline:
             label = variant_label(BASELINE_LABEL, variant)
@@ -354,6 +354,18 @@ def study_units(study: Study, ids: dict, final: dict[str, UnitCopy]) -> tuple[li
                 BaselineUnit(variant, spec, {}, run_id, study.layout.baseline(label, run_id))
             )
     return units, unknown
+
+
+def recorded_plan(files: dict[str, bytes], done: str) -> RunPlan:
+    """What the tables need of a run's plan, as its files record it: its steps (``done.json``:
+    its curve must reach them to be trusted) and its checkpoints (the kept folders)."""
+    from electra_ablate.engine.plan import RunPlan
+
+    try:
+        steps = int(json.loads(files[done])["steps"]) if done in files else 0
+    except (ValueError, KeyError, TypeError):
+        steps = 0
+    return RunPlan((steps,), ({"paper": 0.0, "standard": 0.0},), recorded_checkpoints(files))
 
 
 def recorded_checkpoints(files: dict[str, bytes]) -> tuple[tuple[float, int], ...]:
@@ -370,7 +382,7 @@ def choose_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """Per finished unit, the record of each of its fine-tunes (checkpoint, task, seed) that
     the target will hold, in ``Study.jobs``' order, as ``--collect`` would read them."""
-    from electra_ablate.study.tables import NON_METRIC_KEYS
+    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 
     by_slot: dict[Slot, list[UnitCopy]] = {}
     for copy in final.values():
@@ -388,7 +400,7 @@ def choose_records(
             c
             for c in candidates
             if c.state == FINISHED
-            and {k: float(v) for k, v in c.record["metrics"].items() if k not in NON_METRIC_KEYS}
+            and {k: float(v) for k, v in c.record["metrics"].items() if k not in RECORD_FIELDS}
             in tables
         ]
         if len(matching) == 1:
@@ -404,18 +416,19 @@ def choose_records(
     chosen: dict[str, list[dict[str, Any]]] = {}
     for unit in units:
         copy = final.get(relative(study, unit.layout.root))
-        finetune = unit.spec.finetune
-        if copy is None or copy.state != FINISHED or finetune is None:
+        if copy is None or copy.state != FINISHED:
             continue
-        for fraction in unit.fractions():
-            if relative(study, unit.kept_dir(fraction) / KEPT_META) not in copy.files:
-                continue
-            for task in finetune.tasks:
-                for seed in finetune.seeds:
-                    slot = (unit.run_id, fraction, task, seed)
-                    if slot in by_slot:
-                        pick = current(slot, by_slot[slot])
-                        chosen.setdefault(unit.run_id, []).append(pick.record)
+        for block in unit.spec.evaluation_blocks():
+            for fraction in unit.fractions(block):
+                if relative(study, unit.kept_dir(fraction) / KEPT_META) not in copy.files:
+                    continue
+                for task in block.tasks:
+                    seeded = get_task(task).seeded
+                    for seed in block.seeds if seeded else block.seeds[:1]:
+                        slot = (unit.run_id, fraction, task, seed)
+                        if slot in by_slot:
+                            pick = current(slot, by_slot[slot])
+                            chosen.setdefault(unit.run_id, []).append(pick.record)
     return chosen
 
 

@@ -48,6 +48,7 @@ PACK_SUFFIX = ".pack.tar.gz"
 NOT_THE_STUDY = (
     "description",
     "device",
+    "launcher",
     "data.corpus.paths",
     "data.glue",
     "data.cache_dir",
@@ -127,6 +128,8 @@ def left_behind(layout: StudyLayout, path: Path, tensorboard: bool = False) -> s
         return "an earlier pack's manifest"
     if layout.report in path.parents:
         return "the report"
+    if layout.jobs in path.parents:
+        return "cluster job files"
     if path.suffix == ".lock":
         return "locks"
     if ".corrupt-" in path.name:

@@ -275,6 +275,29 @@ class VariantSpec(Strict):
     )
 
 
+class LauncherSpec(Strict):
+    """Cluster resources for ``ablate run --launcher slurm`` (the command line overrides each).
+    How a study is scheduled changes no result: this section is in no run's or job's identity."""
+
+    partition: str | None = Field(None, description="SLURM partition (default: the cluster's)")
+    account: str | None = Field(None, description="SLURM account to charge")
+    gpus_per_job: int = Field(
+        0, ge=0, description="GPUs of a pre-training job (more than 1: the run trains with DDP)"
+    )
+    cpus_per_job: int | None = Field(None, gt=0, description="CPU cores per job")
+    mem_gb: int | None = Field(None, gt=0, description="memory per job")
+    time_min: int = Field(
+        240, gt=0, description="time limit per job; a job that hits it is requeued and resumes"
+    )
+    finetunes_per_job: int | None = Field(
+        None, gt=0, description="fine-tunes per job (default: all of one run's in one job)"
+    )
+    sbatch: list[str] = Field(
+        default_factory=list,
+        description="extra #SBATCH lines as 'key=value' (e.g. 'qos=high', 'constraint=a100')",
+    )
+
+
 class StudySpec(Strict):
     name: str = name_field("names the output folder")
     description: str = Field("", description="free text, kept in study.json")
@@ -294,6 +317,9 @@ class StudySpec(Strict):
     )
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto: cuda when available (bf16 autocast), else cpu (fp32)"
+    )
+    launcher: LauncherSpec = Field(
+        default_factory=LauncherSpec, description="cluster resources for --launcher slurm"
     )
 
     spec_dir: Path = Field(default=Path("."), exclude=True)
@@ -568,18 +594,28 @@ def check_objectives(spec: StudySpec, source: str) -> None:
 def check_data_sources(spec: StudySpec, source: str) -> None:
     """What ``run`` would otherwise reject minutes later: unset ``${VAR}``s, corpus paths that
     match nothing, a missing vocab file, task data not found where the spec points."""
+    from electra_ablate.data.bundle import active_bundle, bundled_pretraining
     from electra_ablate.data.corpus import corpus_source
+    from electra_ablate.data.packing import PackingConfig
     from electra_ablate.data.paths import resolve_path
     from electra_ablate.evaluation.task import family_of, get_task
 
     dumped = spec.model_dump(mode="json")
+    bundle = active_bundle()  # a data bundle stands in for the data's files (data/bundle.py)
     for variable, where in unset_env(dumped):
-        raise SpecError(f"{source}: {where} uses ${{{variable}}}, which is not set")
+        if bundle is None or not where.startswith("data."):
+            raise SpecError(f"{source}: {where} uses ${{{variable}}}, which is not set")
     try:
-        if spec.data.corpus.paths:
+        seq_len = spec.backbone_config().max_seq_len
+        bundled = bundled_pretraining(spec.data, seq_len, PackingConfig().as_dict())
+        if spec.data.corpus.paths and bundled is None:
             corpus_source(spec.data.corpus, spec.spec_dir)
         vocab_file = spec.data.tokenizer.vocab_file
-        if vocab_file is not None and not resolve_path(vocab_file, spec.spec_dir).is_file():
+        if (
+            vocab_file is not None
+            and bundled is None
+            and not resolve_path(vocab_file, spec.spec_dir).is_file()
+        ):
             raise SpecError(f"data.tokenizer.vocab_file: {vocab_file} does not exist")
         for block in spec.evaluation_blocks():
             for name in block.tasks:

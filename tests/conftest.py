@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,3 +44,31 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def smoke_env(shared_data_dir, tmp_path_factory) -> dict[str, str]:
+    """The environment of the session's smoke study: the real data and a data cache of its own."""
+    cache = tmp_path_factory.mktemp("smoke-cache")
+    return {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+
+
+@pytest.fixture(scope="session")
+def smoke_study(smoke_env, tmp_path_factory) -> Path:
+    """The smoke study run once per session in one process, through the installed ``ablate``:
+    the reference that other ways of running it (packs, shards, cluster jobs, data bundles) are
+    compared with. Tests copy it or read it, never change it."""
+    ablate = shutil.which("ablate")
+    if ablate is None:
+        pytest.skip("the ablate console script is not installed")
+    out = tmp_path_factory.mktemp("smoke-reference") / "runs" / "smoke"
+    spec = Path(__file__).resolve().parent.parent / "studies" / "smoke.yaml"
+    result = subprocess.run(
+        [ablate, "run", str(spec), "--out", str(out), "--no-progress"],
+        env=smoke_env,
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    assert result.returncode == 0, result.stderr
+    return out

@@ -7,7 +7,6 @@ with the target folder unchanged to the byte."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tarfile
@@ -29,9 +28,8 @@ pytestmark = [
 
 
 @pytest.fixture(scope="module")
-def data_env(shared_data_dir, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    return {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+def data_env(smoke_env):
+    return smoke_env
 
 
 def ablate(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -41,12 +39,9 @@ def ablate(*args: object, env: dict | None = None) -> subprocess.CompletedProces
 
 
 @pytest.fixture(scope="module")
-def smoke(data_env, tmp_path_factory) -> Path:
-    """The smoke study, trained once for the module; tests copy it, never change it."""
-    out = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
-    result = ablate("run", SMOKE, "--out", out, "--no-progress", env=data_env)
-    assert result.returncode == 0, result.stderr
-    return out
+def smoke(smoke_study) -> Path:
+    """The session's smoke study (``conftest.py``); tests copy it, never change it."""
+    return smoke_study
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,13 @@ def register(app: typer.Typer) -> None:
     def prepare_command(
         spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        bundle: Path | None = typer.Option(
+            None,
+            "--bundle",
+            metavar="DIR",
+            help="also copy the tokenizer, packed sequences and task data into one relocatable "
+            "folder, for nodes with no raw data or network (ABLATE_CACHE=DIR ablate run SPEC)",
+        ),
     ) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's
         fine-tuned tasks; everything is cached, so a later run starts at once."""
@@ -33,6 +40,10 @@ def register(app: typer.Typer) -> None:
         from electra_ablate.spec import load_spec, parse_set_options, task_settings
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
+        if bundle is not None:
+            from electra_ablate.data.bundle import check_bundle_target
+
+            check_bundle_target(bundle)
         progress = sys.stderr.isatty()
         max_seq_len = study.backbone_config().max_seq_len
         data = prepare_pretraining(
@@ -69,3 +80,13 @@ def register(app: typer.Typer) -> None:
         console = Console()
         console.print(corpus)
         console.print(tasks)
+        if bundle is not None:
+            from electra_ablate.data.bundle import bundle_size, write_bundle
+
+            manifest = write_bundle(study, bundle)
+            size = bundle_size(bundle) / 2**20
+            typer.echo(
+                f"data bundle {bundle}: {len(manifest['data'])} data setting(s), "
+                f"{len(manifest['tasks'])} task(s), {size:.1f} MB; on a node without the raw "
+                f"data: ABLATE_CACHE={bundle} ablate run {spec} (or --data-bundle {bundle})"
+            )

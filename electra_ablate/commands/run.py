@@ -8,12 +8,18 @@ from pathlib import Path
 import typer
 
 from electra_ablate.commands.spec import SET_HELP
+from electra_ablate.errors import InputError
 
 
 class Device(str, Enum):
     auto = "auto"
     cpu = "cpu"
     cuda = "cuda"
+
+
+class Launcher(str, Enum):
+    slurm = "slurm"
+    submitit_local = "submitit-local"
 
 
 def register(app: typer.Typer) -> None:
@@ -53,14 +59,61 @@ def register(app: typer.Typer) -> None:
             help="if another `ablate run` is writing OUT, wait for it to finish instead of "
             "stopping (exit 2)",
         ),
+        shard: str | None = typer.Option(
+            None,
+            "--shard",
+            metavar="I/N",
+            help="only shard I of N (a split of the units balanced by their cost, the same on "
+            "every machine); shards share OUT or write their own, merged by `ablate merge`",
+        ),
+        launcher: Launcher | None = typer.Option(
+            None,
+            "--launcher",
+            help="run each unit as a cluster job through submitit (the slurm extra) instead "
+            "of in this process",
+        ),
+        no_wait: bool = typer.Option(
+            False,
+            "--no-wait",
+            help="with --launcher slurm: submit the jobs and return; --collect gathers results",
+        ),
+        partition: str | None = typer.Option(None, "--partition", help="SLURM partition"),
+        account: str | None = typer.Option(None, "--account", help="SLURM account"),
+        gpus_per_job: int | None = typer.Option(
+            None, "--gpus-per-job", min=0, help="GPUs per pre-training job (>1: DDP)"
+        ),
+        time_min: int | None = typer.Option(
+            None, "--time", metavar="MINUTES", min=1, help="time limit per job (then requeued)"
+        ),
+        sbatch: list[str] = typer.Option(
+            [], "--sbatch", metavar="KEY=VALUE", help="an extra #SBATCH option (repeatable)"
+        ),
+        data_bundle: Path | None = typer.Option(
+            None,
+            "--data-bundle",
+            help="read the data from a bundle made by `ablate data prepare --bundle` (as "
+            "ABLATE_CACHE=DIR): no raw corpus or GLUE files needed",
+        ),
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
         from electra_ablate.spec import load_spec, parse_set_options
+        from electra_ablate.study.shards import parse_shard
 
+        if data_bundle is not None:
+            from electra_ablate.data.bundle import use_bundle
+
+            use_bundle(data_bundle)
         overrides = parse_set_options(set_)
         if tensorboard:  # a reporting switch: not part of any run's identity
             overrides["pretrain.tensorboard"] = True
+        part = parse_shard(shard) if shard is not None else None
+        if launcher is None and (no_wait or partition or account or sbatch):
+            raise InputError("--no-wait, --partition, --account and --sbatch need --launcher")
+        if launcher is not None:
+            from electra_ablate.study.launch import check_options
+
+            check_options(launcher.value, not no_wait, workers)
         spec = load_spec(spec_path, overrides, check_data=True)
         out_dir = out or Path("runs") / spec.name
         device_name = device.value if device else None
@@ -68,6 +121,23 @@ def register(app: typer.Typer) -> None:
             print_plan(spec, spec_path, out_dir, device_name, overrides, workers)
             return
         from electra_ablate.study import run_study
+
+        options = None
+        if launcher is not None and not collect:
+            from electra_ablate.study.launch import LaunchOptions, sbatch_parameters
+
+            given = {
+                "partition": partition,
+                "account": account,
+                "gpus_per_job": gpus_per_job,
+                "time_min": time_min,
+                "sbatch": [*spec.launcher.sbatch, *sbatch] if sbatch else None,
+            }
+            resources = spec.launcher.model_copy(
+                update={k: v for k, v in given.items() if v is not None}
+            )
+            sbatch_parameters(resources.sbatch)  # a malformed line: one line, before any job
+            options = LaunchOptions(launcher.value, resources, wait=not no_wait)
 
         run_study(  # a failed unit raises, naming it (exit 1)
             spec,
@@ -80,6 +150,8 @@ def register(app: typer.Typer) -> None:
             reuse=reuse,
             collect=collect,
             wait=wait,
+            shard=part,
+            launcher=options,
         )
 
 

@@ -21,10 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from electra_ablate.data.bundle import bundled_task_folder
 from electra_ablate.data.paths import file_hash, resolve_path
 from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.errors import DataError
-from electra_ablate.evaluation.glue import GLUE_TASKS, GlueTask, glue_task
+from electra_ablate.evaluation.glue import FAMILY, GLUE_TASKS, GlueTask, glue_task
 
 __all__ = ["GLUE_TASKS", "GlueTask", "glue_task", "load_glue_task", "encode_glue"]
 
@@ -72,7 +73,19 @@ def locate_glue_task(
     spec = glue_task(task)
     if source == "hub":
         return "hub", None
-    folder = resolve_path(source, spec_dir)
+    try:
+        return _locate_in(resolve_path(source, spec_dir), task, spec)
+    except DataError as missing:  # not here: an offline node reads a data bundle's copy
+        bundled = bundled_task_folder(FAMILY)
+        if bundled is None:
+            raise
+        try:
+            return _locate_in(bundled, task, spec)
+        except DataError:
+            raise missing from None
+
+
+def _locate_in(folder: Path, task: str, spec: GlueTask) -> tuple[str, Path]:
     if not folder.is_dir():
         raise DataError(f"GLUE folder {folder} does not exist")
     if (folder / spec.name).is_dir():

@@ -24,6 +24,7 @@ import numpy as np
 from rich.console import Console
 
 from electra_ablate.data.batches import column_matrix
+from electra_ablate.data.bundle import bundled_pretraining
 from electra_ablate.data.config import DataSpec
 from electra_ablate.data.corpus import Document, corpus_source, heldout_split
 from electra_ablate.data.packing import PackingConfig, SequencePacker, pack_documents
@@ -52,6 +53,7 @@ class PretrainingData:
     train: datasets.Dataset
     heldout: datasets.Dataset
     summary: dict
+    packed_dir: Path | None = None
 
 
 def prepare_pretraining(
@@ -65,7 +67,12 @@ def prepare_pretraining(
     """Build (or reuse) the tokenizer and the packed train / held-out sequences for ``data``."""
     root = cache_root(data.cache_dir, spec_dir)
     console = Console(stderr=True, quiet=not progress)
-    source = corpus_source(data.corpus, spec_dir)
+    try:
+        source = corpus_source(data.corpus, spec_dir)
+    except DataError:  # no raw corpus here: an offline node reads a data bundle's copy
+        if (bundled := bundled_pretraining(data, max_seq_len, packing.as_dict())) is None:
+            raise
+        return load_prepared(*bundled)
     fraction = data.corpus.heldout_fraction
     corpus_key = {**source.fingerprint(), "heldout_fraction": fraction}
     timings: dict[str, float] = {}
@@ -111,13 +118,20 @@ def prepare_pretraining(
                 "seconds": {"tokenizer_s": meta["train_s"], **timings},
             }
             atomic_write_text(tmp / "summary.json", json.dumps(summary, indent=2))
+    return load_prepared(tokenizer_dir, packed_dir)
+
+
+def load_prepared(tokenizer_dir: Path, packed_dir: Path) -> PretrainingData:
+    """A tokenizer folder and a packed-sequences folder, as built above (cache or bundle)."""
+    tokenizer = load_tokenizer(tokenizer_dir)
     return PretrainingData(
-        special=special,
+        special=special_tokens(tokenizer),
         vocab_size=tokenizer.get_vocab_size(),
         tokenizer_dir=tokenizer_dir,
         train=datasets.load_from_disk(str(packed_dir / "train")),
         heldout=datasets.load_from_disk(str(packed_dir / "heldout")),
         summary=json.loads((packed_dir / "summary.json").read_text()),
+        packed_dir=packed_dir,
     )
 
 

@@ -8,6 +8,12 @@ tables and ``study.json`` are rewritten, and a failed unit makes the study fail,
 With ``collect`` nothing is trained and nothing locked or moved: the tables are written from the
 work finished so far, and unfinished runs are listed as pending (a look at a long study while it
 runs, or the report of one that was cut short).
+
+Two ways out of one machine change only which units this process does and where: ``shard``
+keeps this machine's share of the units (``shards.py``) and writes the tables as ``collect``
+does, so that shards sharing a folder each leave the tables of everything finished;
+``launcher`` hands the units to ``submitit`` as cluster jobs (``launch.py``) that call the same
+functions, then writes the tables from what the jobs left on disk.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from electra_ablate.engine.progress import ProgressMode, progress_mode
 from electra_ablate.errors import AblateError
@@ -26,9 +32,13 @@ from electra_ablate.study.execute import finetune_unit, reuse_identical, run_uni
 from electra_ablate.study.integrity import check_study
 from electra_ablate.study.provenance import write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
+from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
 from electra_ablate.threads import torch_threads
+
+if TYPE_CHECKING:
+    from electra_ablate.study.launch import LaunchOptions
 
 PENDING_SUMMARY = {"status": "pending", "message": "not finished yet"}
 """What the runs table says of a unit with no outcome on disk yet."""
@@ -50,40 +60,131 @@ def run_study(
     reuse: bool = True,
     collect: bool = False,
     wait: bool = False,
+    shard: Shard | None = None,
+    launcher: LaunchOptions | None = None,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded. A failed unit
     raises ``UnitsFailed`` naming it, after the tables are written. ``wait``: if another
-    ``ablate run`` holds the folder, wait for it instead of stopping."""
+    ``ablate run`` holds the folder, wait for it instead of stopping. ``shard``: only this
+    shard's units; ``launcher``: as cluster jobs instead of in this process."""
     with torch_threads(spec.pretrain.num_threads):  # the caller's count comes back after
         started = time.time()
         mode = progress_mode(progress)
-        study = Study(spec, spec_path, out_dir, device, overrides, reuse)
+        # a launching parent only plans (a login node may have no GPU): its jobs get `device`
+        planning = "cpu" if launcher is not None and not collect else device
+        study = Study(spec, spec_path, out_dir, planning, overrides, reuse)
         if not study.dist.is_main:
             log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
         if collect:  # reads only: never blocked by, nor blocking, a study that runs
             return collect_finished(study, study.prepare(progress=mode == "live"), started, log)
-        lock = hold_study(study, wait)
+        locks = hold_study(study, wait, shard)
         try:
-            return run_locked(study, started, mode, log, workers)
+            if launcher is not None:
+                return run_launched(study, started, mode, log, launcher, shard, device)
+            return run_locked(study, started, mode, log, workers, shard)
         finally:
-            if lock is not None:
+            for lock in reversed(locks):
                 lock.release()
 
 
-def hold_study(study: Study, wait: bool) -> FolderLock | None:
+def hold_study(study: Study, wait: bool, shard: Shard | None = None) -> list[FolderLock]:
     """The study folder's lock, for this process's whole run (rank 0 under torchrun; workers
-    never take it again). Per-shard or per-job locks would be taken here."""
+    and cluster jobs never take it again). A shard holds it shared with the other shards and
+    its own shard lock exclusively (``shards.py``)."""
     if not study.dist.is_main:
-        return None
-    return lock_study(study.layout.lock, study.layout.root, wait)
+        return []
+    root = study.layout.root
+    if shard is None:
+        return [lock_study(study.layout.lock, root, wait)]
+    held = lock_study(study.layout.lock, root, wait, shared=True)
+    try:
+        mine = lock_study(study.layout.shard_lock(shard.index, shard.count), root, wait)
+    except BaseException:
+        held.release()
+        raise
+    return [held, mine]
+
+
+def planned_units(
+    study: Study, mode: ProgressMode, log: Callable[[str], None], shard: Shard | None
+) -> tuple[list[Unit], list[Unit]]:
+    """Every unit of the study, checked and repaired (``integrity``), and those this process
+    does: all of them, or its shard's."""
+    units = study.prepare(progress=mode == "live")
+    if shard is None:
+        mine = units
+    else:  # from the plan alone, so that every machine computes the same split
+        mine = shard_units(units, shard, lambda u: len(study.jobs(u, ready_only=False)))
+    if shard is not None:
+        log(f"shard {shard}: {len(mine)} of the study's {len(units)} units")
+    if study.dist.is_main:
+        check_study(study, mine, log)
+    return units, mine
+
+
+def run_launched(
+    study: Study,
+    started: float,
+    mode: ProgressMode,
+    log: Callable[[str], None],
+    options: LaunchOptions,
+    shard: Shard | None,
+    device: str | None,
+) -> bool:
+    """The units as cluster jobs; then (unless ``--no-wait``) the tables, and the failures by
+    unit with their jobs' logs."""
+    from electra_ablate.study.launch import StudySetup, launch_units
+
+    units, mine = planned_units(study, mode, log, shard)
+    setup = StudySetup(
+        study.spec,
+        study.spec_path,
+        study.layout.root,
+        device,
+        study.overrides,
+        study.reuse,
+    )
+    plan = [(i, u) for i, u in enumerate(units) if any(u is m for m in mine)]
+    failed = launch_units(study, plan, options, setup, mode, log)
+    if not options.wait:
+        log(
+            f"not waiting: `ablate run {study.spec_path} --out {study.layout.root} --collect` "
+            "writes the tables from the jobs finished so far"
+        )
+        return True
+    write_collected(study, units, started, log)
+    if failed:
+        for line in failed:
+            log(f"  FAILED: {line}")
+        raise UnitsFailed(
+            f"{len(failed)} job(s) of {study.layout.root} FAILED: {'; '.join(failed)} "
+            "(the same command resubmits what is not finished)"
+        )
+    return True
+
+
+def write_collected(
+    study: Study, units: list[Unit], started: float, log: Callable[[str], None]
+) -> bool:
+    """The tables from everything finished in the folder, by one writer at a time (shards that
+    share a folder finish at any moment; the last to write has seen every other's work)."""
+    lock = FolderLock(study.layout.tables_lock)
+    lock.acquire(wait=True)
+    try:
+        return collect_finished(study, units, started, log)
+    finally:
+        lock.release()
 
 
 def run_locked(
-    study: Study, started: float, mode: ProgressMode, log: Callable[[str], None], workers: int
+    study: Study,
+    started: float,
+    mode: ProgressMode,
+    log: Callable[[str], None],
+    workers: int,
+    shard: Shard | None = None,
 ) -> bool:
-    units = study.prepare(progress=mode == "live")
-    if study.dist.is_main:
-        check_study(study, units, log)
+    every, units = planned_units(study, mode, log, shard)
     study.dist.barrier()  # nothing trains before damaged records are set aside
     parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
     if parallel:
@@ -109,7 +210,9 @@ def run_locked(
                 records += [(unit, r) for r in finetune_unit(study, unit, log)]
     failed = failed_units(summaries, records)
     study.dist.barrier()  # every rank has finished training before rank 0 writes
-    if study.dist.is_main:
+    if study.dist.is_main and shard is not None:
+        write_collected(study, every, started, log)
+    elif study.dist.is_main:
         from electra_ablate.study.tables import write_tables  # polars: only for the tables
 
         write_tables(study, summaries, records)

@@ -1,0 +1,204 @@
+"""Data bundles: a study's prepared data in one relocatable folder, for offline compute nodes.
+
+``ablate data prepare SPEC --bundle DIR`` writes, for every data setting of the spec (each
+variant's corpus, tokenizer and sequence length):
+
+- ``tokenizers/<key>/`` and ``pretraining/<key>/``: the tokenizer and the packed sequences,
+  copied from the cache as they are, under the same names, so ``DIR`` is laid out as a data
+  cache and ``ABLATE_CACHE=DIR`` finds them;
+- ``<family>/<task folder>/``: the data of every evaluated task, copied byte for byte (a GLUE
+  task's parquet or tsv folder), so its fingerprint, a hash of the folder's file names and
+  contents, is the one the raw data gives;
+- ``bundle.json``: which data settings the bundle holds and where, all paths relative to it.
+
+A run pointed at the bundle (``ABLATE_CACHE=DIR`` or ``ablate run --data-bundle DIR``) uses the
+raw data where it is present, as usual; where it is not (a node with no corpus, no GLUE folder,
+``ABLATE_DATA_DIR`` unset or pointing nowhere) it reads the bundle. Nothing is recomputed from
+the bundle's copies that could differ from the raw data's: the tokenizer folder's name (a hash
+of the corpus and tokenizer settings), the packing summary and the task files are the same
+bytes, so run ids, fine-tune job ids and task fingerprints equal those of a run on the raw data.
+
+A bundle holds no paths of the machine that made it; it matches a data setting by everything
+the spec says of it except where its files live (``corpus.paths``, ``glue``, ``cache_dir``,
+``tokenizer.vocab_file``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from electra_ablate.errors import DataError, InputError
+from electra_ablate.storage import atomic_dir, atomic_write_text
+
+BUNDLE_FILE = "bundle.json"
+BUNDLE_FORMAT = "electra-ablate data bundle"
+BUNDLE_VERSION = 1
+CACHE_VARIABLE = "ABLATE_CACHE"
+GLUE_FOLDER = "glue"
+WHERE_FILES_LIVE = (("corpus", "paths"), ("glue",), ("cache_dir",), ("tokenizer", "vocab_file"))
+"""Data spec fields that say where files are on one machine, not what the data is."""
+
+
+def read_bundle(root: Path) -> dict[str, Any]:
+    """``bundle.json`` of the bundle at ``root``, or one line saying why it is not one."""
+    root = Path(root)
+    manifest = root / BUNDLE_FILE
+    make = "make one with `ablate data prepare SPEC --bundle DIR`"
+    if not root.is_dir():
+        raise InputError(f"data bundle {root} does not exist ({make})")
+    if not manifest.is_file():
+        raise InputError(f"{root} is not a data bundle: it has no {BUNDLE_FILE} ({make})")
+    try:
+        bundle = json.loads(manifest.read_text(encoding="utf-8"))
+        if bundle.get("format") != BUNDLE_FORMAT or not isinstance(bundle.get("data"), list):
+            raise ValueError("not a bundle manifest")
+    except (OSError, UnicodeDecodeError, ValueError, AttributeError) as exc:
+        raise InputError(f"{manifest} is not a data bundle manifest ({exc})") from None
+    if bundle.get("version") != BUNDLE_VERSION:
+        raise InputError(
+            f"{root}: bundle version {bundle.get('version')} (this toolkit reads version "
+            f"{BUNDLE_VERSION}): prepare it again with this version"
+        )
+    return bundle
+
+
+def use_bundle(root: Path) -> Path:
+    """Point this process and every process it starts (workers, local jobs) at the bundle."""
+    read_bundle(root)
+    root = Path(root).resolve()
+    os.environ[CACHE_VARIABLE] = str(root)
+    return root
+
+
+def active_bundle() -> Path | None:
+    """The bundle ``ABLATE_CACHE`` names, if it names one (else None: a plain cache)."""
+    raw = os.environ.get(CACHE_VARIABLE)
+    if not raw or not (Path(raw).expanduser() / BUNDLE_FILE).is_file():
+        return None
+    return Path(raw).expanduser()
+
+
+def data_settings(data: Any, max_seq_len: int, packing: dict[str, Any]) -> dict[str, Any]:
+    """What a bundle knows a data setting by: the data spec without where its files live."""
+    settings = json.loads(json.dumps(data.model_dump(mode="json")))
+    for path in WHERE_FILES_LIVE:
+        node = settings
+        for key in path[:-1]:
+            node = node.get(key, {})
+        node.pop(path[-1], None)
+    return {"data": settings, "max_seq_len": max_seq_len, "packing": packing}
+
+
+def bundled_pretraining(
+    data: Any, max_seq_len: int, packing: dict[str, Any]
+) -> tuple[Path, Path] | None:
+    """The active bundle's tokenizer and packed-sequence folders for this data setting, or
+    None where no bundle is active or it lacks the setting."""
+    root = active_bundle()
+    if root is None:
+        return None
+    wanted = data_settings(data, max_seq_len, packing)
+    found = [e for e in read_bundle(root)["data"] if e.get("settings") == wanted]
+    if not found:
+        return None
+    if len(found) > 1:
+        raise DataError(
+            f"the data bundle {root} holds {len(found)} corpora with these settings (they differ "
+            "only in their files): make one bundle per corpus"
+        )
+    tokenizer, packed = root / found[0]["tokenizer"], root / found[0]["packed"]
+    for folder in (tokenizer, packed):
+        if not folder.is_dir():
+            raise DataError(f"the data bundle {root} is incomplete: {folder} is missing")
+    return tokenizer, packed
+
+
+def bundled_task_folder(family: str) -> Path | None:
+    """Where the active bundle keeps a task family's data, if it does."""
+    root = active_bundle()
+    if root is None or not (root / family).is_dir():
+        return None
+    return root / family
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def write_bundle(spec: Any, out: Path, log: Any = print) -> dict[str, Any]:
+    """Prepare every data setting of ``spec`` (from the raw data, through the cache) and copy
+    it, with its tasks' data, into the bundle folder ``out``. Returns the manifest."""
+    from electra_ablate.data.glue import locate_glue_task
+    from electra_ablate.data.packing import PackingConfig
+    from electra_ablate.data.pretraining import prepare_pretraining
+    from electra_ablate.evaluation.glue import FAMILY as GLUE_FAMILY
+    from electra_ablate.evaluation.task import get_task
+
+    out = Path(out)
+    check_bundle_target(out)
+    entries: list[dict[str, Any]] = []
+    tasks: dict[str, str] = {}
+    for _, variant in spec.variant_specs():
+        seq_len = variant.backbone_config().max_seq_len
+        prepared = prepare_pretraining(variant.data, seq_len, spec_dir=variant.spec_dir)
+        settings = data_settings(variant.data, seq_len, PackingConfig().as_dict())
+        entry = {
+            "settings": settings,
+            "tokenizer": f"tokenizers/{prepared.tokenizer_dir.name}",
+            "packed": f"pretraining/{prepared.packed_dir.name}",
+        }
+        if entry not in entries:
+            copy_folder(prepared.tokenizer_dir, out / entry["tokenizer"])
+            copy_folder(prepared.packed_dir, out / entry["packed"])
+            entries.append(entry)
+        for block in variant.evaluation_blocks():
+            for name in block.tasks:
+                task = get_task(name)
+                if task.family != GLUE_FAMILY:
+                    continue  # other families read no data files of the study
+                if variant.data.glue == "hub":
+                    raise InputError(
+                        "data.glue is 'hub': a bundle carries task files, so point data.glue at "
+                        "a local GLUE folder (hub parquet or GLUE tsv) to bundle it"
+                    )
+                _, folder = locate_glue_task(variant.data.glue, name, spec_dir=variant.spec_dir)
+                target = f"{GLUE_FAMILY}/{folder.name}"
+                if tasks.setdefault(name, target) != target:
+                    raise InputError(f"task {name}: two GLUE folders in one study cannot bundle")
+                copy_folder(folder, out / target, replace=True)
+    manifest = {
+        "format": BUNDLE_FORMAT,
+        "version": BUNDLE_VERSION,
+        "study": spec.name,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "data": entries,
+        "tasks": tasks,
+    }
+    atomic_write_text(out / BUNDLE_FILE, json.dumps(manifest, indent=2))
+    return manifest
+
+
+def check_bundle_target(out: Path) -> None:
+    """A bundle is written into a new or empty folder, or over an earlier bundle."""
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--bundle {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / BUNDLE_FILE).is_file():
+        raise InputError(f"--bundle {out} is a folder that is not a data bundle: choose another")
+
+
+def copy_folder(source: Path, target: Path, replace: bool = False) -> None:
+    """``source`` copied whole into ``target``. A cache entry already there is kept (it is named
+    by what it was built from: same name, same contents); ``replace``: copied again."""
+    if target.is_dir() and not replace:
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_dir(target) as tmp:
+        shutil.copytree(source, tmp, dirs_exist_ok=True)
+
+
+def bundle_size(root: Path) -> int:
+    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
