@@ -17,7 +17,7 @@ from safetensors.torch import load_file
 
 from electra_ablate.engine import learning_rate, make_optimizer, plan_run
 from electra_ablate.engine.trainer import DIVERGENCE_FACTOR, MetricMeans
-from electra_ablate.errors import TrainingDiverged
+from electra_ablate.errors import DataError, TrainingDiverged
 from electra_ablate.flops import stage_step_flops
 from electra_ablate.kept import load_kept
 from electra_ablate.objective import build_objective
@@ -175,6 +175,29 @@ def test_a_corrupt_newest_state_falls_back_to_the_previous_one(tmp_path, capsys)
     make_trainer(tmp_path / "b").train()
     assert "fails its checksum" in capsys.readouterr().err
     assert_same_run(tmp_path / "a", tmp_path / "b")
+
+
+def test_a_state_trained_on_another_vocabulary_is_refused_not_resumed(tmp_path):
+    """Two builds of the data cache may number WordPiece tokens differently under one run id:
+    resuming across them cannot end with the uninterrupted run's weights, so it stops."""
+    run = tmp_path / "b"
+    crashing = make_trainer(run)
+    (run / "tok" / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n##s\n")
+    real_batch = crashing.run.train_batches.batch
+    crashing.run.train_batches.batch = lambda s: (
+        (_ for _ in ()).throw(Crash) if s == 8 else real_batch(s)
+    )
+    with pytest.raises(Crash):
+        crashing.train()
+    states = sorted((run / "states").glob("step-*"))
+    (run / "tok" / "vocab.txt").write_text("[PAD]\n[UNK]\n##s\nthe\n")  # ids swapped
+    with pytest.raises(DataError, match="another tokenizer vocabulary"):
+        make_trainer(run).train()
+    assert sorted((run / "states").glob("step-*")) == states, "nothing is skipped or lost"
+    (run / "tok" / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\n##s\n")  # the same again
+    make_trainer(run).train()
+    make_trainer(tmp_path / "a").train()
+    assert_same_run(tmp_path / "a", run)
 
 
 def test_checkpoints_hold_the_kept_encoder_with_its_flops(tmp_path):

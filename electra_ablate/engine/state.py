@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_model
 
+from electra_ablate.errors import AblateError
 from electra_ablate.manifest import MANIFEST, verify_manifest, write_manifest
 from electra_ablate.storage import atomic_dir, atomic_write_text
 
@@ -57,6 +58,8 @@ def load_latest_state(
                 restore(state, counters)  # first: it may enter a stage that reshapes the model
                 load_model(model, str(state / "model.safetensors"), device=str(device))
                 return counters
+            except AblateError:  # a state that must not be resumed here: say so, never skip it
+                raise
             except Exception as exc:  # a state that verifies but will not load
                 problem = f"unreadable ({type(exc).__name__}: {exc})"
         print(f"warning: skipping checkpoint {state}: {problem}", file=sys.stderr)

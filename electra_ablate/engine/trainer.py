@@ -13,6 +13,7 @@ flagged: the run's summary says ``diverged`` with the step and value, and the st
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from collections.abc import Iterator
@@ -34,7 +35,7 @@ from electra_ablate.engine.state import (
     save_state,
     set_rng_state,
 )
-from electra_ablate.errors import TrainingDiverged
+from electra_ablate.errors import DataError, TrainingDiverged
 from electra_ablate.kept import save_kept
 from electra_ablate.layout import RunLayout
 from electra_ablate.objective import Batch, Objective
@@ -248,6 +249,7 @@ class Trainer:
                 "means": self.means.__dict__,
                 "stage_start_loss": self.stage_start_loss,
                 "diverged": self.diverged,
+                "vocab_sha256": vocab_sha256(self.run.tokenizer_dir),
             }
             save_state(
                 self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
@@ -295,6 +297,7 @@ class Trainer:
         self.model = self.dist.wrap(self.objective, self.device)
 
     def _restore(self, state: Path, counters: dict[str, Any]) -> None:
+        check_same_vocab(counters.get("vocab_sha256"), self.run.tokenizer_dir, state)
         self.step = counters["step"]
         self._enter(counters["stage"])
         optim_state = torch.load(
@@ -308,6 +311,29 @@ class Trainer:
         self.diverged = counters.get("diverged")
         if self.dist.is_main:
             self.log.truncate(self.step)
+
+
+def vocab_sha256(tokenizer_dir: Path) -> str | None:
+    """The checksum of the id -> token map the run trains on (None: no ``vocab.txt``).
+
+    Two builds of the data cache from the same corpus can order WordPiece tokens of equal
+    frequency differently: the same run id, other token ids. A state saved under one and resumed
+    under the other would not end with the weights of an uninterrupted run."""
+    vocab = tokenizer_dir / "vocab.txt"
+    return hashlib.sha256(vocab.read_bytes()).hexdigest() if vocab.is_file() else None
+
+
+def check_same_vocab(saved: str | None, tokenizer_dir: Path, state: Path) -> None:
+    """Refuse to resume a state trained on another vocabulary (states saved before the
+    checksum was recorded are resumed as before)."""
+    current = vocab_sha256(tokenizer_dir)
+    if saved is None or current is None or saved == current:
+        return
+    raise DataError(
+        f"cannot resume {state}: it was trained with another tokenizer vocabulary than "
+        f"{tokenizer_dir / 'vocab.txt'} (another build of the data cache); delete "
+        f"{state.parent} to re-train this run from the start"
+    )
 
 
 def finite_check(loss: torch.Tensor, metrics: dict[str, float], step: int, stage: str) -> None:
