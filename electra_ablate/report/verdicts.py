@@ -220,7 +220,7 @@ def claims_section(
                 f"{v.binding.label_a} − {v.binding.label_b}",
                 f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True)}",
                 f"{seeds(d.n_pretrain, d.n_finetune)}, {pairing(d)}",
-                f"**{v.verdict}**" + (" (fine-tuning noise only)" if d.finetune_noise_only else ""),
+                f"**{v.verdict}**" + (" (fine-tuning noise only)" if noise_only(d) else ""),
             ]
         )
         if v.verdict == stats.UNRESOLVED:
@@ -301,3 +301,9 @@ def flow(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def noise_only(d: stats.Difference) -> bool:
+    """Whether a difference has an interval that covers fine-tuning noise alone (one
+    pre-training seed, several fine-tuning seeds); with one model per arm it has none."""
+    return d.finetune_noise_only and d.n_finetune > 1
