@@ -292,17 +292,10 @@ def _interval(
     return estimate - half, estimate + half, se
 
 
-@dataclass(frozen=True)
-class Score:
-    """An arm's score and its confidence interval (NaN with a single model)."""
+class SeedCounted:
+    """What a figure backed by ``n_pretrain`` pre-training seeds must say beside its interval."""
 
-    label: str
-    value: float
-    ci_low: float
-    ci_high: float
     n_pretrain: int
-    n_finetune: int
-    left_out: int = 0
 
     @property
     def finetune_noise_only(self) -> bool:
@@ -314,7 +307,20 @@ class Score:
 
 
 @dataclass(frozen=True)
-class Difference:
+class Score(SeedCounted):
+    """An arm's score and its confidence interval (NaN with a single model)."""
+
+    label: str
+    value: float
+    ci_low: float
+    ci_high: float
+    n_pretrain: int
+    n_finetune: int
+    left_out: int = 0
+
+
+@dataclass(frozen=True)
+class Difference(SeedCounted):
     """``label_a`` minus ``label_b``, its confidence interval and standard error, and how it
     was drawn: ``paired`` when the arms share the seeds the bootstrap resamples, so each
     resample draws the same seeds for both. ``n_pretrain``/``n_finetune``: the smaller arm's.
@@ -330,14 +336,6 @@ class Difference:
     n_pretrain: int
     n_finetune: int
     paired: bool
-
-    @property
-    def finetune_noise_only(self) -> bool:
-        return self.n_pretrain == 1
-
-    @property
-    def caveat(self) -> str:
-        return FINETUNE_NOISE_ONLY if self.finetune_noise_only else ""
 
 
 def score(
