@@ -37,6 +37,9 @@ TABLE_FILES = (RESULTS_FILE, RUNS_FILE, PRETRAIN_METRICS_FILE)
 so a report folder can be reported again, or compared, without its study folder."""
 REPORT_FILE = "report.md"
 SUMMARY_FILE = "summary.csv"
+PROBES_FILE = "probes.csv"
+"""Beside ``summary.csv``: every probe task's metrics per checkpoint, reference scorers included
+(``results.probe_summary``)."""
 NOTES_FILE = "notes.md"
 """An author's discussion kept in a report folder; reporting that folder again includes it."""
 

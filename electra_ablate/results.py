@@ -12,7 +12,7 @@ before families existed hold GLUE rows only, and are read that way.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -390,6 +390,32 @@ def task_scores(results: pl.DataFrame) -> pl.DataFrame:
     """Median, min, max and quartiles of every task metric across all seeds, per checkpoint."""
     keys = ["family", *CHECKPOINT_KEYS, "task", "metric", "headline", "in_aggregate"]
     return results.group_by(keys).agg(*_spread("value"), *_checkpoint_flops()).sort(keys)
+
+
+PROBE_COLUMNS = (
+    "objective",
+    "label",
+    "budget_fraction",
+    "task",
+    "metric",
+    "median",
+    "min",
+    "max",
+    "n",
+)
+
+
+def probe_summary(tasks: pl.DataFrame, probes: Collection[str]) -> pl.DataFrame:
+    """``probes.csv``: per objective entry, checkpoint, probe task and metric, the median, min and
+    max over every seed and the number of values (``n``). ``tasks`` is ``task_scores``;
+    ``probes`` names the tasks that are probes (``evaluation.task.probe_tasks``). Reference
+    scorers are rows of their own, their name as objective and label, fraction 0."""
+    return (
+        tasks.filter(pl.col("task").is_in(list(probes)))
+        .rename({"checkpoint_fraction": "budget_fraction"})
+        .select(PROBE_COLUMNS)
+        .sort("objective", "label", "budget_fraction", "task", "metric")
+    )
 
 
 def final_fraction(results: pl.DataFrame) -> float:

@@ -88,6 +88,11 @@ def test_the_report_shows_the_probes_and_their_references(probed):
     assert "## RTD probe: results at the final budget" in text
     assert "## GLUE probes: results at the final budget" in text
     assert "| bigram |" in text and "| token_identity |" in text
+    probes = pl.read_csv(out / "report" / "probes.csv")
+    assert set(probes["task"]) == set(PROBES)  # the probes, not the RTE fine-tunes
+    references = probes.filter(pl.col("objective").is_in(["bigram", "token_identity"]))
+    assert set(references["task"]) == {"rtd_unigram", "rtd_head_unigram"}
+    assert set(references["budget_fraction"]) == {0.0}
 
 
 def test_rerunning_the_study_evaluates_nothing_again(probed):

@@ -719,3 +719,68 @@ def test_a_plan_command_keeps_the_studys_overrides_and_extends_its_seeds():
         "ablate run studies/objectives.yaml --dry-run --set budget.flops=50000000000000.0 "
         f"--set 'pretrain.seeds={pretrain}' --set 'finetune.seeds={list(range(f))}'"
     )
+
+
+def probe_rows() -> list[dict[str, object]]:
+    """The GLUE rows with an RTD probe beside them: two encoders at two checkpoints, three
+    seeds, and the two reference scorers (no encoder, fraction 0)."""
+    rows = [
+        {**r, "family": "glue", "in_aggregate": r["headline"] and r["task"] != "wnli"}
+        for r in result_rows()
+    ]
+    probe = {"family": "rtd_probe", "in_aggregate": True, "headline": True, "metric": "roc_auc"}
+    for label, objective, base in (("ELECTRA", "electra", 60.0), ("BERT", "bert_mlm", 70.0)):
+        for fraction in (0.5, 1.0):
+            for seed in range(3):
+                row = result_row(label, objective, fraction, seed, "rtd_unigram", "", True, 0.0)
+                rows.append({**row, **probe, "value": base + 10 * fraction + seed})
+    for reference, value in (("bigram", 92.0), ("token_identity", 52.0)):
+        for seed in range(3):
+            row = result_row(reference, reference, 0.0, seed, "rtd_unigram", "", True, 0.0)
+            rows.append({**row, **probe, "value": value + seed / 10})
+    return rows
+
+
+def test_probes_csv_has_every_probe_checkpoint_and_the_reference_rows(tmp_path):
+    directory = make_study_dir(tmp_path / "probed")
+    write_table(directory / "results.parquet", probe_rows())
+    write_report(directory)
+    path = directory / "report" / "probes.csv"
+    header = path.read_text(encoding="utf-8").splitlines()[0]
+    assert header == "objective,label,budget_fraction,task,metric,median,min,max,n"
+    probes = pl.read_csv(path)
+    assert set(probes["task"]) == {"rtd_unigram"}  # GLUE's fine-tunes are not probes
+    bert = probes.filter(pl.col("objective") == "bert_mlm", pl.col("budget_fraction") == 1.0)
+    assert bert.select("median", "min", "max", "n").row(0) == (81.0, 80.0, 82.0, 3)
+    references = probes.filter(pl.col("objective").is_in(["bigram", "token_identity"]))
+    assert references.select("objective", "label", "budget_fraction", "median").rows() == [
+        ("bigram", "bigram", 0.0, 92.1),
+        ("token_identity", "token_identity", 0.0, 52.1),
+    ]
+    assert probes.height == 2 * 2 + 2
+
+
+def test_a_study_without_probes_writes_no_probes_csv(report):
+    assert (report.parent / "summary.csv").is_file()
+    assert not (report.parent / "probes.csv").exists()
+
+
+@pytest.mark.parametrize("study", ["objectives"])
+def test_committed_probes_csv_is_what_its_committed_results_give(study):
+    """``reports/<study>/probes.csv`` is the table ``ablate report`` makes from the results
+    kept beside it, reference rows included."""
+    from electra_ablate.evaluation.task import probe_tasks
+    from electra_ablate.results import probe_summary, read_results, task_scores
+
+    folder = Path(__file__).resolve().parent.parent / "reports" / study
+    tasks = task_scores(read_results(folder))
+    expected = probe_summary(tasks, probe_tasks(tasks["task"].unique().to_list()))
+    committed = pl.read_csv(folder / "probes.csv")
+    assert committed.columns == list(expected.columns)
+    assert {"bigram", "token_identity"} <= set(committed["objective"])
+    assert committed.height == expected.height
+    assert (
+        committed.select("objective", "label", "task", "metric").rows()
+        == expected.select("objective", "label", "task", "metric").rows()
+    )
+    assert np.allclose(committed["median"].to_numpy(), expected["median"].to_numpy(), atol=5e-4)

@@ -71,7 +71,7 @@ How a probe plugs in (sketch; ``tests/test_evaluation.py`` runs a complete one):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -266,6 +266,15 @@ def get_family(name: str) -> TaskFamily:
 
 def family_of(task: Task) -> TaskFamily:
     return get_family(task.family)
+
+
+def probe_tasks(names: Iterable[str]) -> list[str]:
+    """The registered tasks among ``names`` that read a kept encoder without training it (any
+    ``needs`` but ``finetuned_head``): the probes, which the report tabulates task by task in
+    ``probes.csv``. A task whose package is not installed here is not known to be one and is
+    left out."""
+    tasks = available_tasks()
+    return [name for name in names if name in tasks and tasks[name].needs != "finetuned_head"]
 
 
 def describe_family(name: str) -> TaskFamily:

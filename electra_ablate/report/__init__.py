@@ -26,8 +26,9 @@ import polars as pl
 
 from electra_ablate import paper
 from electra_ablate.errors import InputError
-from electra_ablate.evaluation.task import TaskFamily, describe_family
+from electra_ablate.evaluation.task import TaskFamily, describe_family, probe_tasks
 from electra_ablate.layout import (
+    PROBES_FILE,
     REPORT_FILE,
     RUNS_FILE,
     SUMMARY_FILE,
@@ -61,6 +62,7 @@ from electra_ablate.results import (
     of_family,
     paper_scores,
     pretraining_only_summary,
+    probe_summary,
     score_intervals,
     summary_table,
     task_scores,
@@ -72,9 +74,9 @@ BASELINE_OBJECTIVE = "none"
 
 
 def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None = None) -> Path:
-    """Write ``report.md``, ``summary.csv``, the figures and the tables it read into
-    ``out_dir`` (default ``run_dir/report``; a report folder given as ``run_dir`` is rewritten
-    in place).
+    """Write ``report.md``, ``summary.csv`` (and ``probes.csv`` when the study ran probes), the
+    figures and the tables it read into ``out_dir`` (default ``run_dir/report``; a report folder
+    given as ``run_dir`` is rewritten in place).
 
     ``run_dir`` is a study folder or a report folder that kept its tables. ``notes`` is a
     markdown file of the author's reading of the results (default: a report folder's own
@@ -113,6 +115,9 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         final = final_fraction(results)
         order = families_in_order(results)
         write_csv(summary_table(scores, order), out_dir / SUMMARY_FILE)
+        probes = probe_tasks(tasks["task"].unique(maintain_order=True).to_list())
+        if probes:
+            write_csv(probe_summary(tasks, probes), out_dir / PROBES_FILE)
         families = [describe_family(name) for name in order]
         finals, checkpoints = [], []
         for family in families:
