@@ -765,7 +765,7 @@ def test_a_study_without_probes_writes_no_probes_csv(report):
     assert not (report.parent / "probes.csv").exists()
 
 
-@pytest.mark.parametrize("study", ["objectives"])
+@pytest.mark.parametrize("study", ["objectives", "long_budget"])
 def test_committed_probes_csv_is_what_its_committed_results_give(study):
     """``reports/<study>/probes.csv`` is the table ``ablate report`` makes from the results
     kept beside it, reference rows included."""
@@ -784,3 +784,14 @@ def test_committed_probes_csv_is_what_its_committed_results_give(study):
         == expected.select("objective", "label", "task", "metric").rows()
     )
     assert np.allclose(committed["median"].to_numpy(), expected["median"].to_numpy(), atol=5e-4)
+
+
+def test_the_recipe_row_shows_the_fine_tuning_recipe_once_not_the_probes_unused_one(tmp_path):
+    directory = make_study_dir(tmp_path / "probed")
+    write_table(directory / "results.parquet", probe_rows())
+    study = json.loads((directory / "study.json").read_text())
+    study["evaluation"] = {"tasks": ["rtd_unigram"], "recipe": {"lr": 1e-4, "epochs": 3}}
+    (directory / "study.json").write_text(json.dumps(study))
+    text = write_report(directory).read_text(encoding="utf-8")
+    row = table_row(text, "Fine-tuning recipe")
+    assert row.count("lr=") == 1 and "lr=0.0003" in row

@@ -10,6 +10,7 @@ from typing import Any
 import polars as pl
 
 from electra_ablate.config import preset
+from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.finetune.recipe import FinetuneRecipe
 from electra_ablate.objective import params_departures
 from electra_ablate.report.markdown import (
@@ -110,6 +111,17 @@ def recipe_text(block: Mapping[str, Any], max_len: int | None) -> str:
 def evaluation_blocks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The spec's ``finetune`` and ``evaluation`` sections that are set (``StudySpec``'s)."""
     return [block for block in (spec.get("finetune"), spec.get("evaluation")) if block]
+
+
+def fine_tuning_blocks(blocks: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The blocks a fine-tuning recipe applies to: those with a task that fine-tunes (or with
+    no task list, GLUE's default). A block of probes only carries the default recipe unused."""
+    fine_tuning = []
+    for block in blocks:
+        tasks = list(block.get("tasks") or [])
+        if not tasks or len(probe_tasks(tasks)) < len(tasks):
+            fine_tuning.append(block)
+    return fine_tuning
 
 
 def deviations_text(study: Mapping[str, Any]) -> str:
@@ -219,7 +231,12 @@ def header(
             ("Fine-tuning seeds", ", ".join(map(str, sorted(set(results["finetune_seed"]))))),
             (
                 "Fine-tuning recipe",
-                "; ".join(recipe_text(b, backbone_max_len(study)) for b in blocks) or NO_VALUE,
+                "; ".join(
+                    dict.fromkeys(
+                        recipe_text(b, backbone_max_len(study)) for b in fine_tuning_blocks(blocks)
+                    )
+                )
+                or NO_VALUE,
             ),
             ("Training examples per task", caps_text(blocks, results)),
         ]
