@@ -3,12 +3,21 @@ fingerprints of the smoke study and of the objectives study, as ``main`` compute
 c0d786c. Every committed study is cached under these names: if one changes, every study
 re-trains or re-fine-tunes. A refactor of the evaluation seam must leave all of them as they are.
 
+The identities of a study on a real corpus include the packed corpus's statistics, and the
+WordPiece trainer does not build the same vocabulary in every process (the objectives study's
+corpus packed to 168,133 training sequences for its committed run and to 168,036 on 2026-11-25),
+so a fresh cache can give other statistics and other ids. The objectives
+study is therefore planned with the statistics its committed report recorded
+(``reports/objectives/study.json``): what is pinned is how identities are computed from the data,
+not which vocabulary this machine's tokenizer happened to train.
+
 Slow: it builds (or reads from ``$ABLATE_CACHE``) both studies' tokenizers and packed corpora,
 about 30 s for the full corpus the first time.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -384,6 +393,18 @@ def real_data(shared_data, monkeypatch):
     return shared_data
 
 
+RECORDED_DATA = {"objectives": ROOT / "reports" / "objectives" / "study.json"}
+"""Studies whose pinned identities were computed on a corpus packed with the statistics their
+committed ``study.json`` records."""
+
+
+def use_recorded_statistics(summary: dict, study_json: Path) -> None:
+    """Give the packed corpus's ``summary`` the statistics a committed study recorded, as if
+    this machine's tokenizer had trained the vocabulary that study's did."""
+    recorded = json.loads(study_json.read_text(encoding="utf-8"))["data"]
+    summary.update({key: recorded[key] for key in summary if key in recorded})
+
+
 def planned_identities(name: str, out: Path) -> tuple[dict, dict, dict]:
     """Unit ids, GLUE fine-tune job ids (per unit, keyed ``"<fraction> <task> <seed>"``) and
     GLUE fingerprints, as a study plans them before it trains anything. Units and jobs that a
@@ -397,6 +418,8 @@ def planned_identities(name: str, out: Path) -> tuple[dict, dict, dict]:
     path = ROOT / "studies" / f"{name}.yaml"
     spec = load_spec(path)
     study = Study(spec, path, out, device="cpu")
+    if name in RECORDED_DATA:
+        use_recorded_statistics(study.data(spec).data.summary, RECORDED_DATA[name])
     units, jobs = {}, {}
     for unit in study.prepare():
         if isinstance(unit, ReferenceUnit):
