@@ -12,7 +12,7 @@ before families existed hold GLUE rows only, and are read that way.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -405,13 +405,17 @@ PROBE_COLUMNS = (
 )
 
 
-def probe_summary(tasks: pl.DataFrame, probes: Collection[str]) -> pl.DataFrame:
+def probe_summary(tasks: pl.DataFrame) -> pl.DataFrame:
     """``probes.csv``: per objective entry, checkpoint, probe task and metric, the median, min and
-    max over every seed and the number of values (``n``). ``tasks`` is ``task_scores``;
-    ``probes`` names the tasks that are probes (``evaluation.task.probe_tasks``). Reference
-    scorers are rows of their own, their name as objective and label, fraction 0."""
+    max over every seed and the number of values (``n``); empty when the study ran no probe.
+    ``tasks`` is ``task_scores``; which tasks are probes, the registry says
+    (``evaluation.task.probe_tasks``). Reference scorers are rows of their own, their name as
+    objective and label, fraction 0."""
+    from electra_ablate.evaluation.task import probe_tasks
+
+    probes = probe_tasks(tasks["task"].unique(maintain_order=True).to_list())
     return (
-        tasks.filter(pl.col("task").is_in(list(probes)))
+        tasks.filter(pl.col("task").is_in(probes))
         .rename({"checkpoint_fraction": "budget_fraction"})
         .select(PROBE_COLUMNS)
         .sort("objective", "label", "budget_fraction", "task", "metric")

@@ -26,7 +26,7 @@ import polars as pl
 
 from electra_ablate import paper
 from electra_ablate.errors import InputError
-from electra_ablate.evaluation.task import TaskFamily, describe_family, probe_tasks
+from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.layout import (
     PROBES_FILE,
     REPORT_FILE,
@@ -115,9 +115,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         final = final_fraction(results)
         order = families_in_order(results)
         write_csv(summary_table(scores, order), out_dir / SUMMARY_FILE)
-        probes = probe_tasks(tasks["task"].unique(maintain_order=True).to_list())
-        if probes:
-            write_csv(probe_summary(tasks, probes), out_dir / PROBES_FILE)
+        if (probes := probe_summary(tasks)).height:
+            write_csv(probes, out_dir / PROBES_FILE)
         families = [describe_family(name) for name in order]
         finals, checkpoints = [], []
         for family in families:
