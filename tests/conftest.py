@@ -1,18 +1,33 @@
-"""Shared test setup: the Hugging Face hub is unreachable here, so every test runs offline
-(set before any test module imports ``datasets``, which reads these once at import)."""
+"""Shared test setup.
+
+- The Hugging Face hub is unreachable here, so every test runs offline (set before any test
+  module imports ``datasets``, which reads these once at import).
+- Under ``pytest-xdist`` (``-n auto``, as the README's test command runs) each worker gets one
+  torch thread, and so do the ``ablate`` processes it starts: two workers on two cores must not
+  each ask for both. Tests that compare two trainings to the bit run both under the same count.
+- The expensive end-to-end fixtures are made once per test session, not once per worker: the
+  smoke study's data cache and the smoke study itself live in a folder all workers share, and the
+  first worker to need one builds it under a file lock while the others wait for it.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
-import shutil
-import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from ablate_cli import ABLATE, SMOKE, ablate
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ["OMP_NUM_THREADS"] = "1"  # read by the ablate processes a worker starts
+    torch.set_num_threads(1)
 
 
 def _shared_data_root() -> Path:
@@ -47,28 +62,68 @@ def one_thread():
 
 
 @pytest.fixture(scope="session")
-def smoke_env(shared_data_dir, tmp_path_factory) -> dict[str, str]:
-    """The environment of the session's smoke study: the real data and a data cache of its own."""
-    cache = tmp_path_factory.mktemp("smoke-cache")
-    return {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+def session_dir(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this session shares (the session's own temporary folder
+    when there are no workers)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@contextlib.contextmanager
+def built_once(folder: Path) -> Iterator[bool]:
+    """Hold the session-wide lock of ``folder``; yields whether it still has to be built. The
+    builder must create ``folder / ".built"`` when done, so a failed build is tried again (and
+    fails again, in the next test that needs it) instead of being read half-made."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / f"{folder.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield not (folder / ".built").exists()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(scope="session")
-def smoke_study(smoke_env, tmp_path_factory) -> Path:
-    """The smoke study run once per session in one process, through the installed ``ablate``:
-    the reference that other ways of running it (packs, shards, cluster jobs, data bundles) are
-    compared with. Tests copy it or read it, never change it."""
-    ablate = shutil.which("ablate")
-    if ablate is None:
+def smoke_env(shared_data_dir, session_dir) -> dict[str, str]:
+    """The environment of the session's smoke-data tests: the real data and one data cache, in
+    which the smoke spec's tokenizer and packed corpus are built once, before any test uses it
+    (two processes building one cache at once could each train their own tokenizer)."""
+    if ABLATE is None:
         pytest.skip("the ablate console script is not installed")
-    out = tmp_path_factory.mktemp("smoke-reference") / "runs" / "smoke"
-    spec = Path(__file__).resolve().parent.parent / "studies" / "smoke.yaml"
-    result = subprocess.run(
-        [ablate, "run", str(spec), "--out", str(out), "--no-progress"],
-        env=smoke_env,
-        capture_output=True,
-        text=True,
-        timeout=3600,
-    )
-    assert result.returncode == 0, result.stderr
+    cache = session_dir / "smoke-cache"
+    env = {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+    env.pop("ABLATE_DEBUG", None)
+    with built_once(cache) as todo:
+        if todo:
+            result = ablate("data", "prepare", SMOKE, env=env, timeout=1800)
+            assert result.returncode == 0, result.stderr
+            (cache / ".built").touch()
+    return env
+
+
+@pytest.fixture(scope="session")
+def smoke_study(smoke_env, session_dir) -> Path:
+    """The smoke study run once per session in one process, through the installed ``ablate``:
+    the reference that other ways of running it (packs, shards, cluster jobs, data bundles,
+    workers, a resume) are compared with. Tests copy it or read it, never change it."""
+    root = session_dir / "smoke-reference"
+    out = root / "runs" / "smoke"
+    with built_once(root) as todo:
+        if todo:
+            result = ablate("run", SMOKE, "--out", out, "--no-progress", env=smoke_env)
+            assert result.returncode == 0, result.stderr
+            (root / ".built").touch()
     return out
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with slow tests first, each module's tests kept together and in order: xdist deals
+    whole modules out in collection order, so the long ones start at once on different workers
+    and the short ones fill in behind them, instead of one long module starting last."""
+    first_index: dict[Path, int] = {}
+    slow: set[Path] = set()
+    for index, item in enumerate(items):
+        first_index.setdefault(item.path, index)
+        if item.get_closest_marker("slow"):
+            slow.add(item.path)
+    items.sort(key=lambda item: (item.path not in slow, first_index[item.path]))

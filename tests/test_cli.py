@@ -7,37 +7,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
+from ablate_cli import ablate as run_ablate
+from ablate_cli import needs_ablate, one_line_error
 
 from electra_ablate import __version__
 
-ROOT = Path(__file__).resolve().parent.parent
-ABLATE = shutil.which("ablate")
-pytestmark = pytest.mark.skipif(ABLATE is None, reason="the ablate console script is not installed")
+pytestmark = needs_ablate
 
 
 def ablate(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [ABLATE, *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        timeout=300,
-    )
+    return run_ablate(*args, env={**os.environ, **(env or {})}, timeout=300)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *needles: str) -> None:
-    assert result.returncode == code, (result.returncode, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
+    one_line_error(result, code, *needles)
 
 
 @pytest.mark.parametrize(

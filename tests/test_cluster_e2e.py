@@ -21,22 +21,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from ablate_cli import E2E, SMOKE, ablate, needs_extra, one_line_error
 
 from electra_ablate.results import KEY_COLUMNS
 
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "studies" / "smoke.yaml"
-ABLATE = shutil.which("ablate")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(ABLATE is None, reason="the ablate console script is not installed"),
-]
-
-
-def ablate(*args: object, env: dict, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [ABLATE, *map(str, args)], capture_output=True, text=True, env=env, timeout=1800, **kwargs
-    )
+pytestmark = E2E
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +53,10 @@ def same_results_as_reference(folder: Path, reference: Path) -> None:
 
 
 def one_line(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
+    one_line_error(result, 2, *needles)
 
 
+@needs_extra("submitit", "slurm")
 def test_submitit_local_jobs_give_the_in_process_results(
     smoke_study, smoke_env, electra_spec, tmp_path
 ):
@@ -142,6 +128,7 @@ def fake_slurm(folder: Path) -> Path:
     return scripts
 
 
+@needs_extra("submitit", "slurm")
 def test_slurm_jobs_carry_the_resources_and_wait_for_their_run(smoke_env, electra_spec, tmp_path):
     scripts = fake_slurm(tmp_path / "bin")
     env = {**smoke_env, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{smoke_env['PATH']}"}
@@ -196,13 +183,15 @@ def test_bad_cluster_input_is_one_line_and_exit_2(smoke_env, electra_spec, tmp_p
     assert not out.exists(), "bad input must stop before anything is written"
 
 
+@needs_extra("submitit", "slurm")
 def test_a_preempted_job_is_requeued_and_resumes_to_the_same_run(
     smoke_study, smoke_env, electra_spec, tmp_path, monkeypatch
 ):
     """submitit's preemption signal (what SLURM sends before it preempts or times out a job)
     makes the job hand itself back through its checkpoint hook; the local executor requeues it,
     and the run resumes from its newest state to the weights and curve of an unbroken run."""
-    submitit = pytest.importorskip("submitit")
+    import submitit
+
     from electra_ablate.spec import load_spec
     from electra_ablate.study import Study
     from electra_ablate.study.launch import PretrainJob, StudySetup

@@ -26,14 +26,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from ablate_cli import ABLATE, E2E, ROOT, SMOKE, ablate
 
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "studies" / "smoke.yaml"
-ABLATE = shutil.which("ablate")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(ABLATE is None, reason="the ablate console script is not installed"),
-]
+pytestmark = E2E
 
 
 # ------------------------------------------------------------------------------ helpers
@@ -69,21 +64,6 @@ def write_spec(path: Path, spec: dict) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(spec))
     return path
-
-
-def ablate(*args: object, env: dict, umask: int | None = None, timeout: float = 900, **kw):
-    """The installed console script, as a user runs it."""
-    preexec = (lambda: os.umask(umask)) if umask is not None else None
-    return subprocess.run(
-        [ABLATE, *map(str, args)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        preexec_fn=preexec,
-        **kw,
-    )
 
 
 def start(*args: object, env: dict, log: Path, **kw) -> subprocess.Popen:
@@ -217,16 +197,9 @@ class Reference:
 
 
 @pytest.fixture(scope="module")
-def env(shared_data_dir, tmp_path_factory) -> dict:
-    cache = tmp_path_factory.mktemp("cache")
-    base = {k: v for k, v in os.environ.items() if k != "ABLATE_DEBUG"}
-    return {
-        **base,
-        "ABLATE_DATA_DIR": str(shared_data_dir),
-        "ABLATE_CACHE": str(cache),
-        "HF_HUB_OFFLINE": "1",
-        "HF_DATASETS_OFFLINE": "1",
-    }
+def env(smoke_env) -> dict:
+    """The session's smoke-data environment: its data cache is already built."""
+    return smoke_env
 
 
 @pytest.fixture(scope="module")

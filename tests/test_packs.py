@@ -17,14 +17,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from ablate_cli import SMOKE, ablate, needs_ablate, one_line_error
 
 from electra_ablate import __version__
 from electra_ablate.packs import spec_fingerprint
 from electra_ablate.spec import parse_spec
 
-ROOT = Path(__file__).resolve().parent.parent
-ABLATE = shutil.which("ablate")
-pytestmark = pytest.mark.skipif(ABLATE is None, reason="the ablate console script is not installed")
+pytestmark = needs_ablate
 
 RUN = "pretrain/electra-s0-r1"
 BASELINE = "baseline/no_pre-training-b1"
@@ -52,24 +51,12 @@ STAYS = {
 }
 
 
-def ablate(*args: object) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [ABLATE, *map(str, args)], capture_output=True, text=True, cwd=ROOT, timeout=300
-    )
-
-
-def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
+def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
+    return one_line_error(result, 2, *needles)
 
 
 def smoke_spec() -> dict:
-    raw = yaml.safe_load((ROOT / "studies" / "smoke.yaml").read_text())
+    raw = yaml.safe_load(SMOKE.read_text())
     return parse_spec(raw).model_dump(mode="json")
 
 
@@ -128,10 +115,10 @@ def test_a_pack_carries_the_results_and_leaves_weights_states_and_copies_behind(
 
 
 def test_pack_refuses_a_folder_that_is_not_a_study(tmp_path):
-    one_line_error(ablate("pack", tmp_path / "nowhere"), "not found")
+    refused(ablate("pack", tmp_path / "nowhere"), "not found")
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "results.parquet").write_bytes(b"")
-    one_line_error(ablate("pack", tmp_path / "half"), "study.json", "--collect")
+    refused(ablate("pack", tmp_path / "half"), "study.json", "--collect")
 
 
 def damage(kind: str, good: Path, bad: Path) -> None:
@@ -185,21 +172,21 @@ def test_a_damaged_or_unsafe_pack_is_refused_and_nothing_is_written(study, tmp_p
     target = tmp_path / "target"
     shutil.copytree(study, target)
     before = snapshot(target)
-    one_line_error(ablate("merge", bad, "--into", target), str(bad), says)
+    refused(ablate("merge", bad, "--into", target), str(bad), says)
     assert snapshot(target) == before
     fresh = tmp_path / "fresh"
-    one_line_error(ablate("merge", bad, "--into", fresh), str(bad))
+    refused(ablate("merge", bad, "--into", fresh), str(bad))
     assert not fresh.exists()
     assert not (tmp_path / "escaped.json").exists() and not Path("/tmp/absolute.json").exists()
 
 
 def test_merge_refuses_what_is_neither_a_pack_nor_a_study_folder(study, tmp_path):
-    one_line_error(ablate("merge", tmp_path / "nothing", "--into", tmp_path / "t"), "nothing")
+    refused(ablate("merge", tmp_path / "nothing", "--into", tmp_path / "t"), "nothing")
     (tmp_path / "plain").mkdir()
-    one_line_error(ablate("merge", tmp_path / "plain", "--into", tmp_path / "t"), "study.json")
+    refused(ablate("merge", tmp_path / "plain", "--into", tmp_path / "t"), "study.json")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "file.txt").write_text("not a study")
-    one_line_error(ablate("merge", study, "--into", tmp_path / "busy"), "no study.json")
+    refused(ablate("merge", study, "--into", tmp_path / "busy"), "no study.json")
     assert not (tmp_path / "t").exists()
 
 

@@ -14,28 +14,17 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from ablate_cli import E2E, SMOKE, ablate
 
 from electra_ablate.results import KEY_COLUMNS
 
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "studies" / "smoke.yaml"
-ABLATE = shutil.which("ablate")
 TABLES = ("results.parquet", "runs.parquet", "pretrain_metrics.parquet")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(ABLATE is None, reason="the ablate console script is not installed"),
-]
+pytestmark = E2E
 
 
 @pytest.fixture(scope="module")
 def data_env(smoke_env):
     return smoke_env
-
-
-def ablate(*args: object, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [ABLATE, *map(str, args)], capture_output=True, text=True, cwd=ROOT, env=env, timeout=1800
-    )
 
 
 @pytest.fixture(scope="module")

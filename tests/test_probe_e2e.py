@@ -5,41 +5,28 @@ discriminator, and ``ablate report`` shows them, while the GLUE rows stay what t
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-from pathlib import Path
 
 import polars as pl
 import pytest
 import yaml
+from ablate_cli import E2E, SMOKE
+from ablate_cli import ablate as run_ablate
 
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "studies" / "smoke.yaml"
-pytestmark = pytest.mark.slow
+pytestmark = E2E
 
 PROBES = ["rtd_unigram", "rtd_head_unigram", "rte_probe"]
 
 
 def ablate(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "electra_ablate", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-    )
+    return run_ablate(*args, env=env, module=True)
 
 
 @pytest.fixture(scope="module")
-def probed(shared_data_dir, tmp_path_factory):
+def probed(smoke_env, tmp_path_factory):
     """A two-objective smoke study (BERT, ELECTRA), GLUE's RTE fine-tuned, the probes beside."""
     tmp = tmp_path_factory.mktemp("probes")
-    env = {
-        **os.environ,
-        "ABLATE_DATA_DIR": str(shared_data_dir),
-        "ABLATE_CACHE": str(tmp / "cache"),
-    }
+    env = smoke_env
     spec = yaml.safe_load(SMOKE.read_text())
     spec["objectives"] = [{"name": "bert_mlm"}, {"name": "electra"}]
     spec["finetune"]["tasks"] = ["rte"]

@@ -5,7 +5,6 @@ same results table as an uninterrupted one; an installed plugin objective runs i
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -17,42 +16,34 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
+from ablate_cli import E2E, ROOT, SMOKE
+from ablate_cli import ablate as run_ablate
 from objective_names import BUILT_IN
 
 from electra_ablate.cli import run_cli
 
-ROOT = Path(__file__).resolve().parent.parent
-SMOKE = ROOT / "studies" / "smoke.yaml"
 SEVEN = set(BUILT_IN)
-pytestmark = pytest.mark.slow
+pytestmark = E2E
 
 
 @pytest.fixture(scope="module")
-def data_env(shared_data_dir, tmp_path_factory):
-    cache = tmp_path_factory.mktemp("cache")
-    return {**os.environ, "ABLATE_DATA_DIR": str(shared_data_dir), "ABLATE_CACHE": str(cache)}
+def data_env(smoke_env):
+    return smoke_env
 
 
 @pytest.fixture(scope="module")
-def smoke_run(data_env, tmp_path_factory):
-    # as the README's first command makes it: `runs/<name>` with no `runs/` folder yet
+def smoke_run(smoke_study, tmp_path_factory):
+    """A copy of the session's smoke study (``conftest.smoke_study``), which was made as the
+    README's first command makes it: ``runs/<name>`` with no ``runs/`` folder yet."""
     out = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
-    result = ablate(["run", str(SMOKE), "--out", str(out)], data_env)
-    assert result.returncode == 0, result.stderr
+    shutil.copytree(smoke_study, out)
     # kept aside: a later test edits the study in place and rewrites its results table
     shutil.copy(out / "results.parquet", out.parent / "first_results.parquet")
     return out
 
 
 def ablate(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "electra_ablate", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        **kwargs,
-    )
+    return run_ablate(*args, env=env, module=True, **kwargs)
 
 
 def training_curve(run: Path) -> list[dict]:
