@@ -31,9 +31,9 @@ from electra_ablate.engine.plan import RunPlan
 from electra_ablate.engine.progress import ProgressLine, ProgressMode, progress_mode
 from electra_ablate.engine.state import (
     load_latest_state,
+    restore_rng,
     rng_state,
     save_state,
-    set_rng_state,
 )
 from electra_ablate.errors import DataError, TrainingDiverged
 from electra_ablate.kept import save_kept
@@ -163,8 +163,12 @@ class Trainer:
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
         }
 
+    def rank_seed(self) -> int:
+        """This rank's seed: each rank draws its own masks and samples."""
+        return self.run.seed * 1000 + self.dist.rank
+
     def start_or_resume(self) -> None:
-        torch.manual_seed(self.run.seed * 1000 + self.dist.rank)
+        torch.manual_seed(self.rank_seed())
         counters = load_latest_state(
             self.run.layout.states, self.objective, self._restore, self.device
         )
@@ -304,7 +308,7 @@ class Trainer:
             state / "optimizer.pt", map_location=self.device, weights_only=True
         )
         self.optimizer.load_state_dict(optim_state)
-        set_rng_state(torch.load(state / "rng.pt", weights_only=False)[self.dist.rank])
+        restore_rng(state / "rng.pt", self.dist.rank, self.dist.world_size, self.rank_seed())
         self.means = MetricMeans(**counters["means"])
         # absent in states saved before divergence was watched: the next step starts the watch
         self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
