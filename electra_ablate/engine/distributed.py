@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from electra_ablate.objective import Objective
+
 
 @dataclass
 class Distributed:
@@ -46,20 +48,21 @@ class Distributed:
             return torch.device("cuda", self.local_rank)
         return device
 
-    def wrap(self, module: nn.Module, device: torch.device) -> nn.Module:
-        """``module`` wrapped in DDP, or itself in one process. Wrap again whenever the set of
-        trainable parameters changes (a stage switch): DDP registers them when it is built.
+    def wrap(self, objective: Objective, device: torch.device) -> nn.Module:
+        """``objective`` wrapped in DDP, or itself in one process. Wrap again whenever the set
+        of trainable parameters changes (a stage switch): DDP registers them when it is built.
 
-        ``find_unused_parameters``: an objective may leave some trainable parameters out of a
-        step (an adversarial baseline head during MLE warm-up); DDP must not wait for them.
+        ``find_unused_parameters`` only where the objective says its stage leaves some trainable
+        parameter out of a step (adversarial's baseline head during MLE warm-up): DDP must not
+        wait for those, and searching for them costs a graph traversal every step.
         """
         if self.world_size == 1:
-            return module
+            return objective
         return nn.parallel.DistributedDataParallel(
-            module,
+            objective,
             device_ids=[device.index] if device.type == "cuda" else None,
             broadcast_buffers=False,  # no running statistics; vocabulary buffers never change
-            find_unused_parameters=True,
+            find_unused_parameters=objective.leaves_parameters_unused(),
         )
 
     def mean(self, values: dict[str, float]) -> dict[str, float]:
