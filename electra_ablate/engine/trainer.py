@@ -191,7 +191,8 @@ class Trainer:
         with autocast(self.device):
             out = self.model(batch)
         metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
-        finite_check(out.loss, metrics, self.step, self.objective.stages()[self.stage].name)
+        stage = self.objective.stages()[self.stage].name
+        finite_check(metrics, self.step, stage, self.dist)  # before backward's all-reduce
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()  # under DDP the gradients are averaged over ranks here
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -340,11 +341,21 @@ def check_same_vocab(saved: str | None, tokenizer_dir: Path, state: Path) -> Non
     )
 
 
-def finite_check(loss: torch.Tensor, metrics: dict[str, float], step: int, stage: str) -> None:
-    if math.isfinite(loss.item()):
+def finite_check(
+    metrics: dict[str, float], step: int, stage: str, dist: Distributed | None = None
+) -> None:
+    """Stop on a non-finite loss, naming its non-finite terms. Under ``torchrun`` the ranks
+    decide together and all stop with the same line, naming the first rank that saw it."""
+    dist = dist or Distributed()
+    finite = math.isfinite(metrics["loss"])
+    if dist.all_finite(finite):
         return
     bad = [k for k, v in metrics.items() if k.endswith("_loss") and not math.isfinite(v)]
-    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={loss.item()}"
+    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={metrics['loss']}"
+    if dist.world_size > 1:  # the failure path only: one gather, every rank the same words
+        seen = [(r, t) for r, t in enumerate(dist.gather(None if finite else terms)) if t]
+        rank, terms = seen[0]
+        terms += f" (rank {rank} of {dist.world_size})"
     raise TrainingDiverged(f"non-finite loss at step {step} (stage {stage}): {terms}")
 
 
