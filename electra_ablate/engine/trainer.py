@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -128,6 +129,11 @@ class Trainer:
         resuming if a state exists; returns a summary."""
         self.run.layout.root.mkdir(parents=True, exist_ok=True)
         end = self.plan.total_steps if stop_at is None else min(stop_at, self.plan.total_steps)
+        with deterministic(self.spec.deterministic):
+            return self._train(end)
+
+    def _train(self, end: int) -> dict[str, Any]:
+        """``train``'s loop, to step ``end``."""
         self.start_or_resume()
         checkpoints = self.plan.checkpoint_steps()
         started, tokens, last_log = time.perf_counter(), 0, time.perf_counter()
@@ -357,6 +363,25 @@ def finite_check(
         rank, terms = seen[0]
         terms += f" (rank {rank} of {dist.world_size})"
     raise TrainingDiverged(f"non-finite loss at step {step} (stage {stage}): {terms}")
+
+
+@contextmanager
+def deterministic(enabled: bool) -> Iterator[None]:
+    """Deterministic kernels for the block where asked (``pretrain.deterministic``): on a CPU a
+    resumed run already ends with the weights of an unbroken one; on a GPU, atomics-based
+    kernels and cuBLAS's split reductions add in varying order, so only this mode keeps that
+    promise there. cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when it starts, so it is set here,
+    before the run's first matrix product. The caller's setting comes back afterwards."""
+    if not enabled:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 @contextmanager
