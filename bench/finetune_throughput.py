@@ -5,7 +5,7 @@ fine-tuned for one epoch on real GLUE training examples, tokenised by a WordPiec
 trained here on the same text, once per padding mode in the same process. Reports training
 examples per second (evaluation excluded) per task and over all tasks.
 
-    python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--json]
+    python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--device cuda] [--json]
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def default_glue() -> Path:
     return root / "glue"
 
 
-def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
+def measure(glue: Path, tasks: list[str], cap: int, preset_name: str, device: str = "cpu") -> dict:
     splits = {name: load_glue_task(str(glue), name) for name in tasks}
     text = [
         line
@@ -63,7 +63,7 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
 
     warm_up = next(iter(encoded.values()))
     short = {column: values[:64] for column, values in warm_up.train.items()}
-    finetune_task(kept, warm_up.task, short, short, FinetuneRecipe(epochs=1), seed=0)
+    finetune_task(kept, warm_up.task, short, short, FinetuneRecipe(epochs=1), 0, device)
 
     per_task = {}
     for name, data in encoded.items():
@@ -72,7 +72,7 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
         row = {"examples": len(train), "mean_length": float(train.lengths.mean())}
         for padding in PADDINGS:
             recipe = FinetuneRecipe(epochs=1, task_epochs={}, padding=padding)
-            result = finetune_task(kept, data.task, train, dev, recipe, seed=0)
+            result = finetune_task(kept, data.task, train, dev, recipe, 0, device)
             row[f"{padding}_seconds"] = result["train_seconds"]
             row[f"{padding}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
         per_task[name] = row
@@ -82,6 +82,7 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
     fixed = examples / sum(row["max_len_seconds"] for row in per_task.values())
     return {
         "preset": preset_name,
+        "device": device,
         "threads": torch.get_num_threads(),
         "cap": cap,
         "tasks": per_task,
@@ -92,7 +93,8 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str) -> dict:
 
 
 def print_table(report: dict) -> None:
-    table = Table(title=f"fine-tuning examples/s, {report['preset']}, {report['threads']} threads")
+    where = f"{report['device']}, {report['threads']} threads"
+    table = Table(title=f"fine-tuning examples/s, {report['preset']}, {where}")
     for column in ("task", "train examples", "mean tokens", "dynamic", "pad to 128", "ratio"):
         table.add_column(column, justify="left" if column == "task" else "right")
     for name, row in report["tasks"].items():
@@ -123,13 +125,16 @@ def main() -> None:
     parser.add_argument("--cap", type=int, default=512, help="training examples per task")
     parser.add_argument("--preset", default="tiny", help="backbone preset")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
     if not args.glue.is_dir():
         parser.error(f"no GLUE folder at {args.glue}: pass --glue or set ABLATE_DATA_DIR")
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        parser.error(f"--device {args.device}: CUDA is not available")
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset)
+    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset, args.device)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

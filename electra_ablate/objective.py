@@ -21,7 +21,8 @@ The contract, in full:
   else the objective runs per position (a copy gate) it declares as ``ModelPass.extra_linears``.
 - Optional: ``stages()`` and ``enter_stage(i)`` for staged training (the budget is split between
   stages by FLOPs or by steps, ``stage_split()``); ``output_priors()`` for the opt-in
-  initialisation of output biases at the data's priors.
+  initialisation of output biases at the data's priors; ``leaves_parameters_unused()`` where a
+  stage's loss leaves some trainable parameter without a gradient.
 """
 
 from __future__ import annotations
@@ -273,6 +274,15 @@ class Objective(nn.Module):
     def enter_stage(self, index: int) -> None:
         """Called by the engine before training (or resuming) stage ``index``."""
         self.stage_index = index
+
+    def leaves_parameters_unused(self) -> bool:
+        """True where a step of the current stage gives some trainable parameter no gradient.
+
+        Under ``torchrun`` DDP must then search the autograd graph for the unused ones at every
+        step (``find_unused_parameters``), a cost the other objectives do not pay. The contract
+        (``ablate check``) fails an objective that leaves a parameter unused without saying so.
+        """
+        return False
 
     def trainable_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
         """Named parameters the current stage's optimizer updates (shared ones listed once)."""

@@ -146,6 +146,11 @@ class PretrainSpec(Strict):
     tensorboard: bool = Field(
         False, description="also log every metric to <run>/tensorboard (needs the extra)"
     )
+    deterministic: bool = Field(
+        False,
+        description="deterministic CUDA kernels, so that a resumed run ends with the weights of "
+        "an unbroken one on a GPU too (always so on a CPU); slower",
+    )
 
 
 class ObjectiveEntry(Strict):

@@ -452,7 +452,8 @@ def check_flops_plan(case: ContractCase, tolerance: float = FLOPS_TOLERANCE) -> 
 @_enforces(STAGE_PARAMETERS)
 def check_stage_parameters(case: ContractCase) -> None:
     """After each ``enter_stage`` the parameters with ``requires_grad`` are exactly
-    ``trainable_parameters()`` (each once, each the objective's own), and a step of an optimizer
+    ``trainable_parameters()`` (each once, each the objective's own), a step gives each of them
+    a gradient unless ``leaves_parameters_unused()`` says otherwise, and a step of an optimizer
     over them leaves every frozen parameter unchanged.
 
     The engine builds each stage's optimizer from ``trainable_parameters()``: a parameter that
@@ -498,6 +499,13 @@ def check_stage_parameters(case: ContractCase) -> None:
             if not p.requires_grad
         }
         _train_step(case, objective)
+        unused = [name for name, p in objective.trainable_parameters() if p.grad is None]
+        if unused and not objective.leaves_parameters_unused():
+            raise ContractError(
+                STAGE_PARAMETERS,
+                f"trainable but given no gradient by a step {where}, and "
+                f"leaves_parameters_unused() is False (DDP would fail): {_some(unused)}",
+            )
         current = dict(objective.named_parameters())
         changed = [
             name for name, before in frozen.items() if not torch.equal(before, current[name])

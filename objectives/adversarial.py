@@ -74,6 +74,10 @@ class Adversarial(Objective):
         w = self.params.mle_warmup
         return [Stage("mle_warmup", w), Stage("adversarial", 1.0 - w)]
 
+    def leaves_parameters_unused(self) -> bool:
+        """The baseline head is trained by the REINFORCE stage's baseline loss only."""
+        return self.stages()[self.stage_index].name == "mle_warmup" or not self.params.baseline
+
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)

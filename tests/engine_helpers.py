@@ -98,7 +98,8 @@ class DeterministicMLM(Objective):
 
     def forward(self, batch):
         ids = batch["input_ids"]
-        positions = torch.arange(1, ids.shape[1] - 1, 5).expand(ids.shape[0], -1)
+        positions = torch.arange(1, ids.shape[1] - 1, 5, device=ids.device)
+        positions = positions.expand(ids.shape[0], -1)
         hidden = self.encoder(ids.scatter(1, positions, SPECIAL.mask))
         logits = self.head(gather_positions(hidden, positions), self.encoder.embeddings.word.weight)
         loss = torch.nn.functional.cross_entropy(

@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from electra_ablate.objective import Objective
+
 
 @dataclass
 class Distributed:
@@ -46,20 +48,21 @@ class Distributed:
             return torch.device("cuda", self.local_rank)
         return device
 
-    def wrap(self, module: nn.Module, device: torch.device) -> nn.Module:
-        """``module`` wrapped in DDP, or itself in one process. Wrap again whenever the set of
-        trainable parameters changes (a stage switch): DDP registers them when it is built.
+    def wrap(self, objective: Objective, device: torch.device) -> nn.Module:
+        """``objective`` wrapped in DDP, or itself in one process. Wrap again whenever the set
+        of trainable parameters changes (a stage switch): DDP registers them when it is built.
 
-        ``find_unused_parameters``: an objective may leave some trainable parameters out of a
-        step (an adversarial baseline head during MLE warm-up); DDP must not wait for them.
+        ``find_unused_parameters`` only where the objective says its stage leaves some trainable
+        parameter out of a step (adversarial's baseline head during MLE warm-up): DDP must not
+        wait for those, and searching for them costs a graph traversal every step.
         """
         if self.world_size == 1:
-            return module
+            return objective
         return nn.parallel.DistributedDataParallel(
-            module,
+            objective,
             device_ids=[device.index] if device.type == "cuda" else None,
             broadcast_buffers=False,  # no running statistics; vocabulary buffers never change
-            find_unused_parameters=True,
+            find_unused_parameters=objective.leaves_parameters_unused(),
         )
 
     def mean(self, values: dict[str, float]) -> dict[str, float]:
@@ -71,6 +74,19 @@ class Distributed:
         tensor = torch.tensor([values[k] for k in keys], dtype=torch.float64, device=on)
         dist.all_reduce(tensor)
         return {k: float(v) / self.world_size for k, v in zip(keys, tensor.tolist(), strict=True)}
+
+    def all_finite(self, finite: bool) -> bool:
+        """Whether every rank's value is finite (every rank must call this, each step).
+
+        The ranks decide together: a rank that stopped alone on a NaN would leave the others
+        waiting for it in the gradient all-reduce until the process group's timeout.
+        """
+        if self.world_size == 1:
+            return finite
+        on = torch.device("cuda", self.local_rank) if self.backend == "nccl" else None
+        flag = torch.tensor([0.0 if finite else 1.0], device=on)
+        dist.all_reduce(flag)
+        return float(flag) == 0.0
 
     def gather(self, obj: Any) -> list[Any]:
         if self.world_size == 1:

@@ -74,6 +74,7 @@ def verify_state(state: Path) -> str | None:
 
 
 def rng_state() -> dict[str, Any]:
+    """This process's random state: the CPU generator's and one per visible GPU."""
     state: dict[str, Any] = {"cpu": torch.get_rng_state()}
     if torch.cuda.is_available():
         state["cuda"] = torch.cuda.get_rng_state_all()
@@ -81,6 +82,30 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore a random state on the GPUs this process sees now: a job requeued on fewer GPUs
+    restores those it has (a rank uses only its own), one on more keeps the others' seeds."""
     torch.set_rng_state(state["cpu"])
     if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+        torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
+
+
+def restore_rng(path: Path, rank: int, world_size: int, seed: int) -> None:
+    """Restore this rank's random state from ``rng.pt`` (one state per rank that saved it).
+
+    A state saved by another number of ranks is still resumed, never skipped: a rank with no
+    saved state is re-seeded from ``seed`` (deterministic, so a second resume draws the same).
+    The run then continues from its step, but its random draws (masks, samples) differ from an
+    unbroken run with the saved number of ranks, which one warning line says.
+    """
+    states = torch.load(path, weights_only=False)
+    if rank < len(states):
+        set_rng_state(states[rank])
+    else:
+        torch.manual_seed(seed)
+    if len(states) != world_size and rank == 0:
+        print(
+            f"warning: {path.parent} was saved by {len(states)} rank(s) and resumes on "
+            f"{world_size}: ranks without a saved random state are re-seeded, so random draws "
+            "differ from an unbroken run",
+            file=sys.stderr,
+        )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,9 +32,9 @@ from electra_ablate.engine.plan import RunPlan
 from electra_ablate.engine.progress import ProgressLine, ProgressMode, progress_mode
 from electra_ablate.engine.state import (
     load_latest_state,
+    restore_rng,
     rng_state,
     save_state,
-    set_rng_state,
 )
 from electra_ablate.errors import DataError, TrainingDiverged
 from electra_ablate.kept import save_kept
@@ -128,6 +129,11 @@ class Trainer:
         resuming if a state exists; returns a summary."""
         self.run.layout.root.mkdir(parents=True, exist_ok=True)
         end = self.plan.total_steps if stop_at is None else min(stop_at, self.plan.total_steps)
+        with deterministic(self.spec.deterministic):
+            return self._train(end)
+
+    def _train(self, end: int) -> dict[str, Any]:
+        """``train``'s loop, to step ``end``."""
         self.start_or_resume()
         checkpoints = self.plan.checkpoint_steps()
         started, tokens, last_log = time.perf_counter(), 0, time.perf_counter()
@@ -163,8 +169,12 @@ class Trainer:
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
         }
 
+    def rank_seed(self) -> int:
+        """This rank's seed: each rank draws its own masks and samples."""
+        return self.run.seed * 1000 + self.dist.rank
+
     def start_or_resume(self) -> None:
-        torch.manual_seed(self.run.seed * 1000 + self.dist.rank)
+        torch.manual_seed(self.rank_seed())
         counters = load_latest_state(
             self.run.layout.states, self.objective, self._restore, self.device
         )
@@ -187,7 +197,8 @@ class Trainer:
         with autocast(self.device):
             out = self.model(batch)
         metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
-        finite_check(out.loss, metrics, self.step, self.objective.stages()[self.stage].name)
+        stage = self.objective.stages()[self.stage].name
+        finite_check(metrics, self.step, stage, self.dist)  # before backward's all-reduce
         self.optimizer.zero_grad(set_to_none=True)
         out.loss.backward()  # under DDP the gradients are averaged over ranks here
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -304,7 +315,7 @@ class Trainer:
             state / "optimizer.pt", map_location=self.device, weights_only=True
         )
         self.optimizer.load_state_dict(optim_state)
-        set_rng_state(torch.load(state / "rng.pt", weights_only=False)[self.dist.rank])
+        restore_rng(state / "rng.pt", self.dist.rank, self.dist.world_size, self.rank_seed())
         self.means = MetricMeans(**counters["means"])
         # absent in states saved before divergence was watched: the next step starts the watch
         self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
@@ -336,12 +347,41 @@ def check_same_vocab(saved: str | None, tokenizer_dir: Path, state: Path) -> Non
     )
 
 
-def finite_check(loss: torch.Tensor, metrics: dict[str, float], step: int, stage: str) -> None:
-    if math.isfinite(loss.item()):
+def finite_check(
+    metrics: dict[str, float], step: int, stage: str, dist: Distributed | None = None
+) -> None:
+    """Stop on a non-finite loss, naming its non-finite terms. Under ``torchrun`` the ranks
+    decide together and all stop with the same line, naming the first rank that saw it."""
+    dist = dist or Distributed()
+    finite = math.isfinite(metrics["loss"])
+    if dist.all_finite(finite):
         return
     bad = [k for k, v in metrics.items() if k.endswith("_loss") and not math.isfinite(v)]
-    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={loss.item()}"
+    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={metrics['loss']}"
+    if dist.world_size > 1:  # the failure path only: one gather, every rank the same words
+        seen = [(r, t) for r, t in enumerate(dist.gather(None if finite else terms)) if t]
+        rank, terms = seen[0]
+        terms += f" (rank {rank} of {dist.world_size})"
     raise TrainingDiverged(f"non-finite loss at step {step} (stage {stage}): {terms}")
+
+
+@contextmanager
+def deterministic(enabled: bool) -> Iterator[None]:
+    """Deterministic kernels for the block where asked (``pretrain.deterministic``): on a CPU a
+    resumed run already ends with the weights of an unbroken one; on a GPU, atomics-based
+    kernels and cuBLAS's split reductions add in varying order, so only this mode keeps that
+    promise there. cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when it starts, so it is set here,
+    before the run's first matrix product. The caller's setting comes back afterwards."""
+    if not enabled:
+        yield
+        return
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(before)
 
 
 @contextmanager

@@ -7,7 +7,8 @@ model's own training flag is put back afterwards, and its weights are never touc
 ``KeptModel`` can be probed again, fine-tuned or exported.
 
 Packed pre-training text is run as pre-training runs it (``data.batches``): its token types, and
-an attention mask that hides padding. GLUE examples are padded per batch (the fine-tuning
+an attention mask that hides padding (``on_device`` puts the model where a probe runs it). GLUE
+examples are padded per batch (the fine-tuning
 collate, in length order), so short sentences cost little.
 
 Batches are sized in tokens, not rows: a batch of short GLUE sentences then holds hundreds of
@@ -54,6 +55,22 @@ def _frozen(model: torch.nn.Module) -> Iterator[None]:
 
 def _device(model: torch.nn.Module) -> torch.device:
     return next(model.parameters()).device
+
+
+@contextmanager
+def on_device(model: KeptModel, device: Any) -> Iterator[None]:
+    """The kept encoder and head on ``device`` for the block (a probe's encoder passes: seconds
+    on a GPU where a CPU takes minutes), then back where they were, so that whoever holds the
+    model next (another probe, a fine-tune, an export) finds it as it left it."""
+    home, target = _device(model.encoder), torch.device(device)
+    modules = [m for m in (model.encoder, model.head) if m is not None]
+    for module in modules:
+        module.to(target)
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.to(home)
 
 
 def _rows_as_long(values: torch.Tensor | np.ndarray, rows: slice) -> torch.Tensor:

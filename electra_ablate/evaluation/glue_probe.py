@@ -74,11 +74,16 @@ class GlueProbe(Task):
         return {"max_len": settings.recipe.max_len} | {k: v for k, v in caps.items() if v}
 
     def features(
-        self, kept: LoadedKept, settings: TaskSettings
+        self, kept: LoadedKept, settings: TaskSettings, device: Any = "cpu"
     ) -> tuple[torch.Tensor, torch.Tensor, Any, Any]:
         """Pooled features and labels of the training and dev splits: the full sets, unless the
-        spec caps this task (``Examples.capped``, the one capping path)."""
-        from electra_ablate.evaluation.frozen_features import pooled_features, weights_digest
+        spec caps this task (``Examples.capped``, the one capping path). The encoder runs on
+        ``device``."""
+        from electra_ablate.evaluation.frozen_features import (
+            on_device,
+            pooled_features,
+            weights_digest,
+        )
         from electra_ablate.finetune import as_examples
 
         encoded = self.glue.encoded(kept, settings)
@@ -87,7 +92,11 @@ class GlueProbe(Task):
         key = (weights_digest(kept.model.encoder), self.name, json.dumps(self.identity(settings)))
         if key not in _FEATURES:
             _FEATURES.clear()
-            _FEATURES[key] = (pooled_features(kept.model, train), pooled_features(kept.model, dev))
+            with on_device(kept.model, device):
+                _FEATURES[key] = (
+                    pooled_features(kept.model, train),
+                    pooled_features(kept.model, dev),
+                )
         train_x, dev_x = _FEATURES[key]
         return train_x, dev_x, train.labels, dev.labels
 
@@ -104,7 +113,7 @@ class GlueProbe(Task):
         from electra_ablate.evaluation.linear_probe import logistic_probe, ridge_probe
 
         start = time.perf_counter()
-        train_x, dev_x, train_y, dev_y = self.features(kept, settings)
+        train_x, dev_x, train_y, dev_y = self.features(kept, settings, device)
         probe = ridge_probe if self.glue.is_regression else logistic_probe
         fit = probe(train_x, train_y, dev_x, seed=seed)
         scored = self.glue.score(fit.predictions, dev_y)
@@ -121,7 +130,7 @@ class GlueProbe(Task):
         evaluation would cost a dry run minutes on SST-2."""
         import time
 
-        from electra_ablate.evaluation.frozen_features import pooled_features
+        from electra_ablate.evaluation.frozen_features import on_device, pooled_features
         from electra_ablate.evaluation.linear_probe import logistic_probe, ridge_probe
         from electra_ablate.finetune import as_examples
 
@@ -129,7 +138,8 @@ class GlueProbe(Task):
         train, dev = as_examples(encoded.train), as_examples(encoded.validation)
         sample = train.subset(range(min(TIMED_EXAMPLES, len(train))))
         start = time.perf_counter()
-        features = pooled_features(kept.model, sample)
+        with on_device(kept.model, device):
+            features = pooled_features(kept.model, sample)
         if self.glue.is_regression:
             ridge_probe(features, sample.labels, features[:1])
         elif len(set(sample.labels.tolist())) > 1:

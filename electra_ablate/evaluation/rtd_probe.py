@@ -193,20 +193,24 @@ _FEATURES: dict[tuple, torch.Tensor] = {}
 share one encoder pass (at most one entry per source: ~45 MB each on ``tiny``)."""
 
 
-def replaceable_features(kept: LoadedKept, text: ProbeText, corrupted: CorruptedText, key: tuple):
-    """Frozen final-layer states [M, H] of the corrupted text's replaceable tokens."""
-    from electra_ablate.evaluation.frozen_features import token_features, weights_digest
+def replaceable_features(
+    kept: LoadedKept, text: ProbeText, corrupted: CorruptedText, key: tuple, device: Any = "cpu"
+):
+    """Frozen final-layer states [M, H] of the corrupted text's replaceable tokens, the encoder
+    run on ``device``."""
+    from electra_ablate.evaluation.frozen_features import on_device, token_features, weights_digest
 
     key = (weights_digest(kept.model.encoder), *key)
     if key not in _FEATURES:
         if any(old[0] != key[0] for old in _FEATURES) or len(_FEATURES) >= len(SOURCES):
             _FEATURES.clear()  # another encoder (or settings): nothing to share any more
-        _FEATURES[key] = token_features(
-            kept.model,
-            corrupted.corrupted,
-            text.token_type_ids,
-            where=corrupted.replaceable,
-        )
+        with on_device(kept.model, device):
+            _FEATURES[key] = token_features(
+                kept.model,
+                corrupted.corrupted,
+                text.token_type_ids,
+                where=corrupted.replaceable,
+            )
     return _FEATURES[key]
 
 
@@ -255,7 +259,7 @@ class RtdTask(Task):
         import torch
 
         from electra_ablate.components.losses import roc_auc
-        from electra_ablate.evaluation.frozen_features import detection_logits
+        from electra_ablate.evaluation.frozen_features import detection_logits, on_device
         from electra_ablate.evaluation.linear_probe import detection_probe
 
         start = time.perf_counter()
@@ -270,14 +274,14 @@ class RtdTask(Task):
             )
         corrupted = text.corruption(self.source, params)
         halves = split(corrupted, params, seed)
-        features = replaceable_features(
-            kept, text, corrupted, (self.source, json.dumps(params.model_dump(), sort_keys=True))
-        )
+        key = (self.source, json.dumps(params.model_dump(), sort_keys=True))
+        features = replaceable_features(kept, text, corrupted, key, device)
         labels = corrupted.replaced[corrupted.replaceable]
         train, test = torch.from_numpy(halves.train), torch.from_numpy(halves.test)
         counts = {"train_examples": int(train.sum()), "eval_examples": int(test.sum())}
         if self.needs == "detection_head":
-            logits = detection_logits(kept.model, features[test])
+            with on_device(kept.model, device):
+                logits = detection_logits(kept.model, features[test])
             auc = float(roc_auc(logits, labels[test], torch.ones_like(labels[test])))
             seconds = time.perf_counter() - start  # nothing fitted: no training examples
             return {
@@ -309,7 +313,7 @@ class RtdTask(Task):
         else:
             corrupted = text.corruption(self.source, params)
             key = (self.source, json.dumps(params.model_dump(), sort_keys=True))
-            replaceable_features(kept, text, corrupted, key)
+            replaceable_features(kept, text, corrupted, key, device)
         return time.perf_counter() - start
 
     def evaluate_reference(

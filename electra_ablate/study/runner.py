@@ -184,11 +184,21 @@ def run_locked(
     workers: int,
     shard: Shard | None = None,
 ) -> bool:
+    """Train every unit, fine-tune its checkpoints, write the tables.
+
+    Under ``torchrun`` every rank pre-trains every unit together (DDP), but a fine-tune is one
+    process's work: were rank 0 to fine-tune a run before the next one, the other ranks would
+    wait for it in the next run's DDP constructor, past the process group's timeout (10 minutes
+    under nccl) on any real task. So the ranks pre-train all units first, leave the process
+    group together, and rank 0 alone fine-tunes afterwards, with nobody waiting on it. In one
+    process each run is fine-tuned as soon as it is trained (its results come early).
+    """
     every, units = planned_units(study, mode, log, shard)
     study.dist.barrier()  # nothing trains before damaged records are set aside
     parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
     if parallel:
         run_in_workers(study, units, workers, mode, log)
+    ranks = study.dist.world_size > 1
 
     summaries, records = [], []
     for unit in units:
@@ -205,14 +215,19 @@ def run_locked(
         if summary.get("diverged") and study.dist.is_main:
             warn(divergence_line(unit, summary["diverged"]))
         summaries.append((unit, summary))
-        if study.dist.is_main and summary["status"] == "done":
-            with warnings_to(unit.layout.warnings_log, "fine-tuning"):
-                records += [(unit, r) for r in finetune_unit(study, unit, log)]
+        if not ranks and summary["status"] == "done":
+            records += finetune_done(study, unit, log)
+    study.dist.close()  # every rank has finished pre-training; the rest is rank 0's alone
+    if not study.dist.is_main:
+        return raise_failed(study, failed_units(summaries, []))
+    if ranks:
+        for unit, summary in summaries:
+            if summary["status"] == "done":
+                records += finetune_done(study, unit, log)
     failed = failed_units(summaries, records)
-    study.dist.barrier()  # every rank has finished training before rank 0 writes
-    if study.dist.is_main and shard is not None:
+    if shard is not None:
         write_collected(study, every, started, log)
-    elif study.dist.is_main:
+    else:
         from electra_ablate.study.tables import write_tables  # polars: only for the tables
 
         write_tables(study, summaries, records)
@@ -222,7 +237,17 @@ def run_locked(
             f"results in {study.layout.results} ({finished - started:.0f} s)"
             + ("" if not failed else "; some work FAILED (see runs.parquet)")
         )
-    study.dist.close()
+    return raise_failed(study, failed)
+
+
+def finetune_done(study: Study, unit: Unit, log: Callable[[str], None]) -> list[tuple[Unit, dict]]:
+    """The fine-tunes of a unit that finished pre-training, paired with it."""
+    with warnings_to(unit.layout.warnings_log, "fine-tuning"):
+        return [(unit, r) for r in finetune_unit(study, unit, log)]
+
+
+def raise_failed(study: Study, failed: list[str]) -> bool:
+    """True, or ``UnitsFailed`` naming each failed unit."""
     if failed:
         raise UnitsFailed(
             f"{len(failed)} unit(s) of {study.layout.root} FAILED: {'; '.join(failed)} "

@@ -24,7 +24,15 @@ from electra_ablate.layout import BASELINE_FRACTION, RunLayout
 from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
-    {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
+    {
+        "seeds",
+        "log_every",
+        "eval_batches",
+        "resume_every",
+        "num_threads",
+        "tensorboard",
+        "deterministic",
+    }
 )
 """``pretrain`` fields that say how a run reports or runs, not what it learns."""
 

@@ -62,6 +62,7 @@ def _init_worker(
     overrides: dict,
     reuse: bool,
     started: Path,
+    slots: Any,
 ) -> None:
     global _worker, _started
     _die_with_parent()
@@ -69,7 +70,9 @@ def _init_worker(
     _no_process_shared_locks()
     _started = started
     torch.set_num_threads(threads)
-    study = Study(spec, spec_path, out_dir, device, overrides, reuse)
+    with slots.get_lock():  # this worker's number in its pool: 0, 1, ...
+        slot, slots.value = slots.value, slots.value + 1
+    study = Study(spec, spec_path, out_dir, worker_device(device, slot), overrides, reuse)
     _worker = (study, study.prepare())
 
 
@@ -83,6 +86,15 @@ def _no_process_shared_locks() -> None:
     from tqdm import tqdm
 
     tqdm.set_lock(threading.RLock())
+
+
+def worker_device(device: str, slot: int) -> str:
+    """The device of a pool's worker number ``slot``: the visible GPUs in turn when the study
+    runs on ``cuda`` (each worker on its own GPU while there are enough), else ``device``
+    itself (the CPU, or a GPU named by its index)."""
+    if device == "cuda" and torch.cuda.device_count() > 1:
+        return f"cuda:{slot % torch.cuda.device_count()}"
+    return device
 
 
 def _die_with_parent() -> None:
@@ -146,8 +158,10 @@ def run_in_workers(
     watcher = StudyWatcher(study, units, progress)
 
     def new_pool() -> ProcessPoolExecutor:
+        """``workers`` processes, numbered from 0 as they start (``worker_device``)."""
+        slots = context.Value("i", 0)
         return ProcessPoolExecutor(
-            workers, mp_context=context, initializer=_init_worker, initargs=args
+            workers, mp_context=context, initializer=_init_worker, initargs=(*args, slots)
         )
 
     pool = new_pool()
