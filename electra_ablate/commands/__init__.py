@@ -10,6 +10,7 @@ from electra_ablate.commands import (
     clean,
     compare,
     data,
+    doctor,
     export,
     finetune,
     flops,
@@ -39,4 +40,5 @@ COMMAND_MODULES: list[ModuleType] = [
     tasks,
     spec,
     check,
+    doctor,
 ]
