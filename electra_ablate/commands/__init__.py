@@ -14,6 +14,7 @@ from electra_ablate.commands import (
     export,
     finetune,
     flops,
+    kit,
     merge,
     objectives,
     pack,
@@ -41,4 +42,5 @@ COMMAND_MODULES: list[ModuleType] = [
     spec,
     check,
     doctor,
+    kit,
 ]
