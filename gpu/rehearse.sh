@@ -32,10 +32,14 @@ if [ ! -x "$SCRATCH/node-venv/bin/python" ]; then
     python -m venv "$SCRATCH/node-venv"
     # shellcheck disable=SC2086
     "$SCRATCH/node-venv/bin/python" -m pip install -q -c .ci/constraints.txt torch $pins
+    # what the kit carries is not on a node, whatever the packages above pulled in
+    carried=$(python -c 'from electra_ablate.kit import CARRIED; print(" ".join(CARRIED))')
+    # shellcheck disable=SC2086
+    "$SCRATCH/node-venv/bin/python" -m pip uninstall -q -y $carried
 fi
 NODE_PY="$SCRATCH/node-venv/bin/python"
 for missing in polars datasets electra_ablate pydantic; do
-    if env -u PYTHONPATH "$NODE_PY" -c "import $missing" 2>/dev/null; then
+    if (cd "$SCRATCH" && env -u PYTHONPATH "$NODE_PY" -c "import $missing" 2>/dev/null); then
         echo "error: the node's environment has $missing" >&2
         exit 1
     fi
