@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -17,6 +18,7 @@ MISSING_ON_THE_NODE = ("polars", "datasets")
 
 BLOCKER = f"""
 import sys
+from pathlib import Path
 
 class MissingOnTheNode:
     def find_spec(self, name, path=None, target=None):
@@ -105,3 +107,28 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     assert curve["step"].max() == 6 and curve["loss"].dtype == pl.Float64
     report = ablate("report", merged, env=home)
     assert report.returncode == 0, report.stderr
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_a_kit_is_not_written_over_a_folder_that_is_not_one(tmp_path):
+    target = tmp_path / "work"
+    target.mkdir()
+    (target / "notes.txt").write_text("mine")
+    result = ablate("kit", REPO / "gpu" / "rehearsal.yaml", "--out", target, env=dict(os.environ))
+    assert result.returncode == 2 and result.stderr.startswith("error: "), result.stderr
+    assert "not a kit" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert (target / "notes.txt").read_text() == "mine"
+
+
+def test_the_node_script_refuses_a_folder_that_is_not_a_kit(tmp_path):
+    script = REPO / "gpu" / "node.sh"
+    result = subprocess.run(
+        ["bash", str(script), str(tmp_path), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2 and "is not a kit" in result.stderr
+    assert not (tmp_path / "out").exists()
