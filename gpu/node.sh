@@ -6,8 +6,8 @@
 #
 # STEPs, run in order (default: doctor test bench):
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
-#   test        the repository's CUDA tests (pytest -m cuda) when REPO holds tests with a
-#               registered `cuda` marker: OUT/cuda-tests.log
+#   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
+#               some), else the doctor's checks on every device: OUT/cuda-tests.log
 #   bench       bench/pretrain_throughput.py --device $DEVICE: OUT/bench.json
 #   unit I/N    shard I of N of the kit's study (`ablate run --shard I/N`), stopped after
 #               JOB_SECONDS; then `ablate pack`: OUT/<study>-shard-I-of-N.pack.tar.gz. A shard
@@ -75,13 +75,32 @@ step_doctor() {
 }
 
 step_test() {
-    if [ -d "$REPO/tests" ] && grep -q '"cuda' "$REPO/pyproject.toml" 2>/dev/null; then
-        (cd "$REPO" && "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider tests) 2>&1 |
+    # The test files that mark CUDA tests (pytest -m cuda), or, where there are none, the
+    # doctor's findings: every check passed on every device, and a $DEVICE device was seen.
+    local files
+    files=$(grep -l "mark\.cuda" "$REPO"/tests/test_*.py 2>/dev/null)
+    if [ -n "$files" ]; then
+        # shellcheck disable=SC2086
+        (cd "$REPO" && "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider $files) 2>&1 |
             tee "$OUT/cuda-tests.log"
-    else
-        echo "no CUDA test subset in $REPO (no registered cuda marker): the doctor's checks" \
-            "and its micro run on every device are the device test" | tee "$OUT/cuda-tests.log"
+        return "${PIPESTATUS[0]}"
     fi
+    [ -f "$OUT/doctor.json" ] || step_doctor >/dev/null || return 1
+    "$PYTHON" - "$OUT/doctor.json" "$DEVICE" <<'PY' 2>&1 | tee "$OUT/cuda-tests.log"
+import json, sys
+report = json.load(open(sys.argv[1]))
+failed = [f"{d['device']}: {c['name']}: {c['detail']}"
+          for d in report["devices"] for c in d["checks"] if not c["ok"]]
+seen = [d["device"] for d in report["devices"] if d["device"].split(":")[0] == sys.argv[2]]
+print("no tests marked cuda: the doctor's checks stand in for them")
+for line in failed:
+    print("FAILED", line)
+if not seen:
+    print(f"FAILED no {sys.argv[2]} device seen")
+print(f"{'passed' if seen and not failed else 'FAILED'} on {', '.join(seen) or 'nothing'}")
+sys.exit(1 if failed or not seen else 0)
+PY
+    return "${PIPESTATUS[0]}"
 }
 
 step_bench() {
