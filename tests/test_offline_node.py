@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import polars as pl
+import pyarrow as pa
 import pytest
 import yaml
 
@@ -132,3 +133,27 @@ def test_the_node_script_refuses_a_folder_that_is_not_a_kit(tmp_path):
     )
     assert result.returncode == 2 and "is not a kit" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_curve_table_types_each_column_from_all_its_lines():
+    from electra_ablate.study.tables import json_lines_table
+
+    lines = [{"step": 1, "loss": 2, "split": "train"}, {"step": 2, "loss": 1.5, "auc": 0.5}]
+    table = json_lines_table(lines)
+    assert table.column_names == ["step", "loss", "split", "auc"]
+    assert table.schema.field("loss").type == pa.float64()  # 2 then 1.5: floats, as polars
+    assert table.schema.field("step").type == pa.int64()
+    assert table.column("auc").to_pylist() == [None, 0.5]
+    assert table.column("split").to_pylist() == ["train", None]
+
+
+def test_tables_written_with_pyarrow_read_back_with_the_polars_schemas(tmp_path):
+    from electra_ablate.results import RESULTS_SCHEMA, RUNS_SCHEMA
+    from electra_ablate.study.tables import write_parquet
+    from electra_ablate.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
+
+    for columns, schema in ((RESULTS_COLUMNS, RESULTS_SCHEMA), (RUNS_COLUMNS, RUNS_SCHEMA)):
+        write_parquet(tmp_path / "t.parquet", columns.empty_table())
+        assert pl.read_parquet(tmp_path / "t.parquet").schema == schema
+    assert RESULTS_SCHEMA["pretrain_seed"] == pl.Int64 and RESULTS_SCHEMA["study"] == pl.String
+    assert RUNS_SCHEMA["diverged"] == pl.Boolean and list(RUNS_SCHEMA) == RUNS_COLUMNS.names
