@@ -47,7 +47,7 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str, device: st
         line
         for name in tasks
         for field in GLUE_TASKS[name].text_fields
-        for line in splits[name]["train"][field]
+        for line in splits[name]["train"].column(field).to_pylist()
     ]
     with tempfile.TemporaryDirectory() as tokenizer_dir:
         tokenizer = train_wordpiece([tuple(text)], vocab_size=8000, lowercase=True)

@@ -14,11 +14,12 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
-from typing import Any, Literal, NamedTuple
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from electra_ablate import stats
+
+if TYPE_CHECKING:  # frames only in annotations: a GPU node's job path has no polars
+    import polars as pl
 
 PAPER = (
     'Clark et al., "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than '

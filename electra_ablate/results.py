@@ -22,30 +22,10 @@ from electra_ablate.errors import AblateError, InputError
 from electra_ablate.evaluation import glue
 from electra_ablate.layout import RESULTS_FILE
 from electra_ablate.storage import atomic_file
+from electra_ablate.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 
-RESULTS_SCHEMA = pl.Schema(
-    {
-        "study": pl.String,
-        "run_id": pl.String,
-        "variant": pl.String,
-        "objective": pl.String,
-        "label": pl.String,
-        "pretrain_seed": pl.Int64,
-        "checkpoint_fraction": pl.Float64,
-        "pretrain_step": pl.Int64,
-        "flops_paper": pl.Float64,
-        "flops_standard": pl.Float64,
-        "family": pl.String,
-        "task": pl.String,
-        "finetune_seed": pl.Int64,
-        "metric": pl.String,
-        "headline": pl.Boolean,
-        "in_aggregate": pl.Boolean,
-        "value": pl.Float64,
-        "train_examples": pl.Int64,
-        "wall_s": pl.Float64,
-    }
-)
+RESULTS_SCHEMA = pl.DataFrame(RESULTS_COLUMNS.empty_table()).schema
+"""``table_schemas.RESULTS_COLUMNS`` as polars types (one definition for writer and readers)."""
 
 OPTIONAL_COLUMNS = ("variant", "family", "in_aggregate")  # filled in for older tables
 
@@ -53,27 +33,8 @@ LEGACY_FAMILY = glue.FAMILY
 """The family of every row of a table written before families existed (GLUE was the only one),
 and the one whose columns a study with no evaluations writes into ``summary.csv``."""
 
-RUNS_SCHEMA = pl.Schema(
-    {
-        "run_id": pl.String,
-        "variant": pl.String,
-        "objective": pl.String,
-        "label": pl.String,
-        "pretrain_seed": pl.Int64,
-        "params_json": pl.String,
-        "status": pl.String,
-        "message": pl.String,
-        "steps": pl.Int64,
-        "flops_paper": pl.Float64,
-        "flops_standard": pl.Float64,
-        "wall_s": pl.Float64,
-        # whether the training loss ran away (engine.trainer.DIVERGENCE_FACTOR); null: baseline
-        "diverged": pl.Boolean,
-        # the run's training curve: "logged", "rebuilt" (re-trained after its log was damaged)
-        # or "missing" (its metrics.jsonl is missing or damaged); null for the baseline
-        "curve": pl.String,
-    }
-)
+RUNS_SCHEMA = pl.DataFrame(RUNS_COLUMNS.empty_table()).schema
+"""``table_schemas.RUNS_COLUMNS`` as polars types."""
 RUNS_OPTIONAL_COLUMNS = ("diverged", "curve")  # absent from tables written before them
 
 

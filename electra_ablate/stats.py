@@ -63,11 +63,13 @@ import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import combinations
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-import polars as pl
 from scipy.stats import t as student_t
+
+if TYPE_CHECKING:  # polars is imported where frames are read: a GPU node's job path has none
+    import polars as pl
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
@@ -196,6 +198,8 @@ def arm_grids(values: pl.DataFrame) -> dict[str, ArmGrid]:
     those of the whole frame: a model lacking one is left out, as a mean over fewer tasks is
     not comparable. An arm with no complete model is left out.
     """
+    import polars as pl
+
     missing = [c for c in VALUE_COLUMNS if c not in values.columns]
     if missing:
         raise ValueError(f"values lack columns {missing}")
@@ -450,6 +454,8 @@ def pair_differences(
 
 def score_table(scores: Sequence[Score]) -> pl.DataFrame:
     """One row per arm: ``label, score, ci_low, ci_high, n_pretrain, n_finetune``."""
+    import polars as pl
+
     return pl.DataFrame(
         {
             "label": [s.label for s in scores],

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import datasets
+import pyarrow as pa
 import pytest
 import torch
 
@@ -11,10 +11,10 @@ from electra_ablate.data.packing import padded_table
 from electra_ablate.errors import DataError
 
 
-def numbered_rows(n: int, length: int = 6) -> datasets.Dataset:
+def numbered_rows(n: int, length: int = 6) -> pa.Table:
     """Row i is [CLS] (i+10) [SEP] (pad...) with type 1 on its last real token: ids name rows."""
     examples = [([2, i + 10, 3], [0, 0, 1]) for i in range(n)]
-    return datasets.Dataset(padded_table(examples, length, pad=0))
+    return padded_table(examples, length, pad=0)
 
 
 def rows_of(batch: dict[str, torch.Tensor]) -> list[int]:
@@ -71,12 +71,14 @@ def test_batch_larger_than_the_dataset_repeats_rows_across_epochs():
 def test_bad_layout_and_empty_data():
     with pytest.raises(ValueError, match="rank=2/2"):
         PackedBatches(numbered_rows(4), batch_size=2, seed=0, rank=2, world_size=2)
-    empty = datasets.Dataset(padded_table([], 6, pad=0))
+    empty = padded_table([], 6, pad=0)
     with pytest.raises(DataError, match="empty"):
         PackedBatches(empty, batch_size=2, seed=0)
 
 
 def test_works_on_a_selected_view():
-    data = numbered_rows(10).select([9, 7, 5])
+    data = numbered_rows(10).take([9, 7, 5])
     rows = sorted(rows_of(PackedBatches(data, batch_size=3, seed=0).batch(0)))
     assert rows == [5, 7, 9]
+    sliced = numbered_rows(10).slice(4, 3)  # a zero-copy view with an offset (the RTD probe's)
+    assert sorted(rows_of(PackedBatches(sliced, batch_size=3, seed=0).batch(0))) == [4, 5, 6]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -139,11 +138,13 @@ def test_tsv_and_parquet_give_identical_rows(tmp_path: Path, task: str):
     from_parquet = load_glue_task(str(tmp_path / "parquet"), task)
     spec = GLUE_TASKS[task]
     for split in ("train", "validation"):
-        assert from_tsv[split].features == from_parquet[split].features
-        assert from_tsv[split].to_list() == from_parquet[split].to_list()
+        assert from_tsv[split].schema == from_parquet[split].schema == spec.schema()
+        assert from_tsv[split].to_pylist() == from_parquet[split].to_pylist()
         assert from_tsv[split].column_names == [*spec.text_fields, "label", "idx"]
-        assert [r["label"] for r in from_tsv[split]] == [r["label"] for r in hub_rows(task, split)]
-    assert from_tsv["train"][0][spec.text_fields[0]] == SENTENCES[0]  # bare quotes survive
+        labels = [r["label"] for r in hub_rows(task, split)]
+        assert from_tsv[split].column("label").to_pylist() == labels
+    first = from_tsv["train"].column(spec.text_fields[0])[0].as_py()
+    assert first == SENTENCES[0]  # bare quotes survive
 
 
 def test_relative_folder_and_extra_parquet_columns(tmp_path: Path):
@@ -162,7 +163,7 @@ def test_relative_folder_and_extra_parquet_columns(tmp_path: Path):
         )
         pq.write_table(table, folder / f"{split}.parquet")
     loaded = load_glue_task("glue", "rte", spec_dir=tmp_path)
-    assert loaded["train"].to_list() == hub_rows("rte", "train")
+    assert loaded["train"].to_pylist() == hub_rows("rte", "train")
 
 
 def test_a_task_is_identified_by_its_files_contents_not_by_its_path(tmp_path: Path):
@@ -257,7 +258,6 @@ def test_encode_pairs_with_segments_and_longest_first_truncation(tokenizer_dir: 
             [{"sentence1": "Dogs.", "sentence2": long_text, "label": 1, "idx": 0}]
         ),
     }
-    splits = {name: datasets.Dataset(table) for name, table in splits.items()}
     encoded = encode_glue("rte", splits, tokenizer_dir, max_len=16)
     train = encoded.train
     short_ids, long_ids = train["input_ids"]

@@ -52,5 +52,5 @@ def test_real_tsv_and_parquet_copies_load_identically(shared_data: Path, task: s
     from_tsv = load_glue_task(str(shared_data / "glue_tsv"), task)
     for split in ("train", "validation"):
         assert len(from_tsv[split]) == GLUE_ROWS[task][split == "validation"]
-        assert from_tsv[split].features == from_parquet[split].features
-        assert from_tsv[split].to_list() == from_parquet[split].to_list()
+        assert from_tsv[split].schema == from_parquet[split].schema
+        assert from_tsv[split].to_pylist() == from_parquet[split].to_pylist()

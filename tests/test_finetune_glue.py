@@ -24,7 +24,7 @@ def test_micro_model_finetunes_on_real_rte_and_stsb(shared_data, tmp_path):
         line
         for name in TASKS
         for field in GLUE_TASKS[name].text_fields
-        for line in splits[name]["train"][field][:1500]
+        for line in splits[name]["train"].column(field).to_pylist()[:1500]
     ]
     tokenizer = train_wordpiece([tuple(text)], vocab_size=3000, lowercase=True)
     save_tokenizer(tokenizer, tmp_path)

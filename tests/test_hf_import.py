@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 import torch
 import typer
@@ -149,14 +150,12 @@ def test_legacy_pytorch_bin_with_gamma_beta_names(tmp_path):
 )
 def test_imported_tokenizer_encodes_glue_pairs_like_autotokenizer(tmp_path, tokenizer, lowercase):
     transformers = pytest.importorskip("transformers")
-    import datasets
-
     folder = make_hf_folder(tmp_path / "bert", "bert-bare", tokenizer, lowercase)
     kept = load_hf(folder)
     rows = {"sentence1": FIRST, "sentence2": SECOND, "label": [0, 1, 0], "idx": [0, 1, 2]}
     splits = {
-        "train": datasets.Dataset.from_dict(rows),
-        "validation": datasets.Dataset.from_dict(rows),
+        "train": pa.table(rows),
+        "validation": pa.table(rows),
     }
     encoded = encode_glue("rte", splits, kept.tokenizer_dir, max_len=64)
     theirs = transformers.AutoTokenizer.from_pretrained(folder)(FIRST, SECOND)

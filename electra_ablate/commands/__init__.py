@@ -10,9 +10,11 @@ from electra_ablate.commands import (
     clean,
     compare,
     data,
+    doctor,
     export,
     finetune,
     flops,
+    kit,
     merge,
     objectives,
     pack,
@@ -39,4 +41,6 @@ COMMAND_MODULES: list[ModuleType] = [
     tasks,
     spec,
     check,
+    doctor,
+    kit,
 ]

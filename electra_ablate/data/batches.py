@@ -9,7 +9,6 @@ ranks of batch ``b`` together see exactly the single-process batch ``2b``.
 
 from __future__ import annotations
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import torch
@@ -17,9 +16,9 @@ import torch
 from electra_ablate.errors import DataError
 
 
-def column_matrix(dataset: datasets.Dataset, name: str) -> np.ndarray:
+def column_matrix(table: pa.Table, name: str) -> np.ndarray:
     """A fixed-length list column as an [N, L] array, zero-copy from the memory-mapped Arrow."""
-    column = dataset.with_format("arrow")[:].column(name).combine_chunks()
+    column = table.column(name).combine_chunks()
     if not pa.types.is_fixed_size_list(column.type):
         raise DataError(f"column {name!r} is not a fixed-length packed column ({column.type})")
     return (
@@ -30,7 +29,7 @@ def column_matrix(dataset: datasets.Dataset, name: str) -> np.ndarray:
 class PackedBatches:
     def __init__(
         self,
-        dataset: datasets.Dataset,
+        dataset: pa.Table,
         batch_size: int,
         seed: int,
         rank: int = 0,

@@ -2,10 +2,11 @@
 
 The tasks themselves (fields, labels, layouts, metrics) are ``electra_ablate.evaluation.glue``.
 
-Whatever the source, a task loads as ``{"train", "validation"}`` datasets with the hub's column
-names and types (text columns, ``label`` int64 or float32 for STS-B, ``idx`` int32), so the
-same data gives identical rows from any source. Encoding leaves examples unpadded: fine-tuning
-pads each batch only to its longest example.
+Whatever the source, a task loads as ``{"train", "validation"}`` Arrow tables with the hub's
+column names and types (text columns, ``label`` int64 or float32 for STS-B, ``idx`` int32), so
+the same data gives identical rows from any source. Only the hub needs ``datasets``: local
+folders (and data bundles, on an offline node) are read with pyarrow alone. Encoding leaves
+examples unpadded: fine-tuning pads each batch only to its longest example.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,9 +32,7 @@ __all__ = ["GLUE_TASKS", "GlueTask", "glue_task", "load_glue_task", "encode_glue
 HUB_DATASET = "nyu-mll/glue"
 
 
-def load_glue_task(
-    source: str, task: str, *, spec_dir: Path | None = None
-) -> dict[str, datasets.Dataset]:
+def load_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> dict[str, pa.Table]:
     """``{"train", "validation"}`` of ``task`` from ``source``: ``"hub"`` or a local folder."""
     spec = glue_task(task)
     layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
@@ -50,12 +48,12 @@ def load_glue_task(
     return loaded
 
 
-def _check_labels(spec: GlueTask, split: str, dataset: datasets.Dataset, where: str) -> None:
+def _check_labels(spec: GlueTask, split: str, table: pa.Table, where: str) -> None:
     """Every class label is one of the task's classes: a 7 in a 2-class task, or a test split's
     -1, would otherwise train on garbage targets or fail deep in the loss."""
     if spec.is_regression:
         return
-    labels = np.asarray(dataset.with_format("arrow")["label"])
+    labels = table.column("label").to_numpy()
     bad = np.flatnonzero((labels < 0) | (labels >= spec.num_labels))
     if bad.size:
         row = int(bad[0])
@@ -129,7 +127,9 @@ def check_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> 
                 raise DataError(f"GLUE task {task!r}: {folder / name} does not exist")
 
 
-def _from_hub(spec: GlueTask) -> dict[str, datasets.Dataset]:
+def _from_hub(spec: GlueTask) -> dict[str, pa.Table]:
+    import datasets  # the hub only: local folders need no `datasets`
+
     try:
         loaded = datasets.load_dataset(HUB_DATASET, spec.name)
     except Exception as e:  # offline, hub down, renamed: all one message for the user
@@ -137,10 +137,13 @@ def _from_hub(spec: GlueTask) -> dict[str, datasets.Dataset]:
             f"cannot load GLUE task {spec.name!r} from the hub ({HUB_DATASET}): {e}; "
             "offline, point data.glue at a local folder instead"
         ) from e
-    return {"train": loaded["train"], "validation": loaded[spec.validation_split]}
+    return {
+        "train": loaded["train"].with_format("arrow")[:],
+        "validation": loaded[spec.validation_split].with_format("arrow")[:],
+    }
 
 
-def _from_parquet(spec: GlueTask, folder: Path) -> dict[str, datasets.Dataset]:
+def _from_parquet(spec: GlueTask, folder: Path) -> dict[str, pa.Table]:
     """``<split>.parquet`` as in the shared data, or ``<split>-00000-of-00001.parquet``."""
     splits = {}
     for split, name in (("train", "train"), ("validation", spec.validation_split)):
@@ -152,18 +155,18 @@ def _from_parquet(spec: GlueTask, folder: Path) -> dict[str, datasets.Dataset]:
                 f"(looked for {name}.parquet; found: {found})"
             )
         table = pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")
-        splits[split] = datasets.Dataset(table)
+        splits[split] = table
     return splits
 
 
-def _from_tsv(spec: GlueTask, folder: Path) -> dict[str, datasets.Dataset]:
+def _from_tsv(spec: GlueTask, folder: Path) -> dict[str, pa.Table]:
     return {
         "train": _read_tsv(spec, folder / "train.tsv"),
         "validation": _read_tsv(spec, folder / spec.tsv_dev_file),
     }
 
 
-def _read_tsv(spec: GlueTask, path: Path) -> datasets.Dataset:
+def _read_tsv(spec: GlueTask, path: Path) -> pa.Table:
     """One GLUE tsv; quoting off because the text has bare ``"``, BOM dropped (MRPC has one)."""
     if not path.is_file():
         found = ", ".join(sorted(p.name for p in path.parent.iterdir())) or "nothing"
@@ -192,7 +195,7 @@ def _read_tsv(spec: GlueTask, path: Path) -> datasets.Dataset:
             columns[field].append(text)
         columns["label"].append(_parse_label(spec, label, path, line))
     columns["idx"] = list(range(len(rows)))
-    return datasets.Dataset(pa.table(columns))
+    return pa.table(columns)
 
 
 def _parse_label(spec: GlueTask, label: str, path: Path, line: int) -> int | float:
@@ -206,12 +209,11 @@ def _parse_label(spec: GlueTask, label: str, path: Path, line: int) -> int | flo
         raise DataError(f"{path}:{line}: bad label {label!r} for task {spec.name!r}") from None
 
 
-def _normalised(spec: GlueTask, dataset: datasets.Dataset) -> datasets.Dataset:
+def _normalised(spec: GlueTask, table: pa.Table) -> pa.Table:
     """The hub's columns in a fixed order with fixed types, text trimmed of surrounding
     whitespace (the GLUE tsv keeps SST-2's trailing space, parquet copies differ; the
     tokenizer ignores it either way)."""
-    table = dataset.with_format("arrow")[:]
-    missing = [c for c in spec.features() if c not in table.column_names]
+    missing = [c for c in spec.schema().names if c not in table.column_names]
     if missing:
         raise DataError(
             f"GLUE task {spec.name!r}: missing column(s) {', '.join(missing)} "
@@ -220,7 +222,7 @@ def _normalised(spec: GlueTask, dataset: datasets.Dataset) -> datasets.Dataset:
     columns = {f: pc.utf8_trim_whitespace(table[f].cast(pa.string())) for f in spec.text_fields}
     columns["label"] = table["label"].cast(pa.float32() if spec.is_regression else pa.int64())
     columns["idx"] = table["idx"].cast(pa.int32())
-    return datasets.Dataset(pa.table(columns), info=datasets.DatasetInfo(features=spec.features()))
+    return pa.table(columns, schema=spec.schema())
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,7 @@ class EncodedGlue:
 
 def encode_glue(
     task: str,
-    splits: dict[str, datasets.Dataset],
+    splits: dict[str, pa.Table],
     tokenizer_dir: Path,
     max_len: int = 128,
 ) -> EncodedGlue:
@@ -249,7 +251,7 @@ def encode_glue(
     tokenizer.enable_truncation(max_length=max_len, strategy="longest_first")
     encoded = {}
     for name, dataset in (("train", splits["train"]), ("validation", splits["validation"])):
-        columns = dataset[:]
+        columns = dataset.to_pydict()
         texts = [columns[field] for field in spec.text_fields]
         inputs = list(zip(*texts, strict=True)) if len(texts) == 2 else texts[0]
         encodings = tokenizer.encode_batch_fast(inputs) if inputs else []

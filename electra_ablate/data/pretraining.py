@@ -7,6 +7,10 @@ Two cache entries under the cache root, each built in a temporary folder and ren
   corpus contents and the tokenizer settings, so every study on the same corpus shares it.
 - ``pretraining/<key>/``: ``train/`` and ``heldout/`` (``datasets`` Arrow, ``save_to_disk``) and
   ``summary.json``; the key adds the tokenizer, ``max_seq_len`` and the packing rules.
+
+Building the cache uses ``datasets``; reading it (``load_prepared``) uses pyarrow alone, so a
+compute node that runs a study from a data bundle needs no ``datasets`` (see
+``electra_ablate.data.bundle``).
 """
 
 from __future__ import annotations
@@ -19,8 +23,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-import datasets
 import numpy as np
+import pyarrow as pa
 from rich.console import Console
 
 from electra_ablate.data.batches import column_matrix
@@ -50,8 +54,8 @@ class PretrainingData:
     special: SpecialTokens
     vocab_size: int
     tokenizer_dir: Path
-    train: datasets.Dataset
-    heldout: datasets.Dataset
+    train: pa.Table
+    heldout: pa.Table
     summary: dict
     packed_dir: Path | None = None
 
@@ -108,7 +112,7 @@ def prepare_pretraining(
             if tables["train"].num_rows == 0:
                 raise DataError("the corpus produced no training sequences")
             for split, table in tables.items():
-                _save_quietly(datasets.Dataset(table), tmp / split)
+                _save_quietly(table, tmp / split)
             meta = json.loads((tokenizer_dir / "meta.json").read_text())
             summary = {
                 "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
@@ -128,11 +132,25 @@ def load_prepared(tokenizer_dir: Path, packed_dir: Path) -> PretrainingData:
         special=special_tokens(tokenizer),
         vocab_size=tokenizer.get_vocab_size(),
         tokenizer_dir=tokenizer_dir,
-        train=datasets.load_from_disk(str(packed_dir / "train")),
-        heldout=datasets.load_from_disk(str(packed_dir / "heldout")),
+        train=read_arrow_split(packed_dir / "train"),
+        heldout=read_arrow_split(packed_dir / "heldout"),
         summary=json.loads((packed_dir / "summary.json").read_text()),
         packed_dir=packed_dir,
     )
+
+
+def read_arrow_split(folder: Path) -> pa.Table:
+    """A split that ``datasets`` saved (``save_to_disk``), memory-mapped with pyarrow alone:
+    ``state.json`` lists its Arrow stream files in order."""
+    try:
+        state = json.loads((folder / "state.json").read_text())
+        files = [folder / entry["filename"] for entry in state["_data_files"]]
+        tables = [pa.ipc.open_stream(pa.memory_map(str(f))).read_all() for f in files]
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowInvalid) as exc:
+        raise DataError(f"packed sequences in {folder} cannot be read ({exc})") from None
+    if not tables:
+        raise DataError(f"packed sequences in {folder} list no data files")
+    return pa.concat_tables(tables)
 
 
 def _tokenizer_dir(
@@ -182,7 +200,7 @@ def _sequence_stats(tables: dict, special: SpecialTokens) -> dict:
     held-out ``[UNK]`` rate as a share of its text tokens."""
     stats: dict = {"sequences": {}, "tokens": {}}
     for split, table in tables.items():
-        ids = column_matrix(datasets.Dataset(table), "input_ids")
+        ids = column_matrix(table, "input_ids")
         text = int((~np.isin(ids, (special.pad, special.cls, special.sep))).sum())
         stats["sequences"][split] = len(ids)
         stats["tokens"][split] = text
@@ -193,7 +211,10 @@ def _sequence_stats(tables: dict, special: SpecialTokens) -> dict:
     return stats
 
 
-def _save_quietly(dataset: datasets.Dataset, path: Path) -> None:
+def _save_quietly(table: pa.Table, path: Path) -> None:
+    import datasets  # only to build the cache: reading it needs pyarrow alone
+
+    dataset = datasets.Dataset(table)
     was_disabled = datasets.utils.are_progress_bars_disabled()
     datasets.disable_progress_bars()
     try:

@@ -24,8 +24,8 @@ from electra_ablate.evaluation.finetuned import FinetunedTask
 from electra_ablate.evaluation.task import Task, TaskFamily, TaskSettings
 
 if TYPE_CHECKING:
-    import datasets
     import numpy as np
+    import pyarrow as pa
 
     from electra_ablate.data.glue import EncodedGlue
 
@@ -56,12 +56,13 @@ class GlueTask(FinetunedTask):
     family: str = FAMILY
     description: ClassVar[str] = "GLUE task, fine-tuned with a fresh head on [CLS] (the paper)"
 
-    def features(self) -> datasets.Features:
-        import datasets
+    def schema(self) -> pa.Schema:
+        """The hub's columns and types, whatever the source (``data.glue.load_glue_task``)."""
+        import pyarrow as pa
 
-        label = datasets.Value("float32" if self.is_regression else "int64")
-        text = {field: datasets.Value("string") for field in self.text_fields}
-        return datasets.Features({**text, "label": label, "idx": datasets.Value("int32")})
+        label = pa.float32() if self.is_regression else pa.int64()
+        text = [(field, pa.string()) for field in self.text_fields]
+        return pa.schema([*text, ("label", label), ("idx", pa.int32())])
 
     def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
         from electra_ablate import metrics

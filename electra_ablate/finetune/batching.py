@@ -53,7 +53,7 @@ class Examples:
 
 
 def as_examples(data: Any) -> Examples:
-    """Accept ``Examples``, a column mapping or ``datasets.Dataset`` (``input_ids``,
+    """Accept ``Examples``, a column mapping or a table (``input_ids``,
     ``token_type_ids``, ``label``), or a sequence of row dicts with the same keys."""
     if isinstance(data, Examples):
         return data

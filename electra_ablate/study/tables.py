@@ -1,30 +1,34 @@
 """The study's tidy tables, rebuilt from the records on disk after every run of the study:
 ``results.parquet`` (one row per fine-tuned metric), ``runs.parquet`` (one row per unit) and
-``pretrain_metrics.parquet`` (every logged pre-training metric)."""
+``pretrain_metrics.parquet`` (every logged pre-training metric).
+
+Written with pyarrow alone: they are written by ``ablate run`` on whatever machine trains, a GPU
+node without polars included, and read with polars where studies are merged and reported."""
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 from typing import Any
 
-import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from electra_ablate.engine.metrics_log import metrics_problem
 from electra_ablate.evaluation.task import RECORD_FIELDS, family_of, get_task
-from electra_ablate.results import RUNS_SCHEMA, write_table
 from electra_ablate.storage import atomic_file
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import warn
 from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit
+from electra_ablate.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 
 
 def write_tables(
     study: Study, summaries: list[tuple[Unit, dict]], records: list[tuple[Unit, dict]]
 ) -> None:
     layout = study.layout
-    write_table(layout.results, [row for unit, r in records for row in result_rows(study, unit, r)])
+    results = [row for unit, r in records for row in result_rows(study, unit, r)]
+    write_parquet(layout.results, pa.Table.from_pylist(results, schema=RESULTS_COLUMNS))
     curves = {  # a pending run's partial curve would read as a finished one
         unit.run_id: metrics_frame(unit, summary["status"] == "done")
         for unit, summary in summaries
@@ -32,10 +36,12 @@ def write_tables(
     }
     trained = [(unit, s) for unit, s in summaries if not isinstance(unit, ReferenceUnit)]
     rows = [run_row(unit, s, curves.get(unit.run_id)) for unit, s in trained]
-    write_parquet(layout.runs, pl.DataFrame(rows, schema=RUNS_SCHEMA))
+    write_parquet(layout.runs, pa.Table.from_pylist(rows, schema=RUNS_COLUMNS))
     frames = [f for f in curves.values() if f is not None]
-    if frames:
-        write_parquet(layout.pretrain_metrics, pl.concat(frames, how="diagonal_relaxed"))
+    if frames:  # runs log different metrics: missing columns are null, ints widen to floats
+        write_parquet(
+            layout.pretrain_metrics, pa.concat_tables(frames, promote_options="permissive")
+        )
 
 
 def identity_columns(unit: Unit) -> dict[str, Any]:
@@ -77,7 +83,7 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
     ]
 
 
-def run_row(unit: Unit, summary: dict, curve: pl.DataFrame | None = None) -> dict[str, Any]:
+def run_row(unit: Unit, summary: dict, curve: pa.Table | None = None) -> dict[str, Any]:
     params = unit.config.get("params", {}) if isinstance(unit, RunUnit) else {}
     is_run = isinstance(unit, RunUnit)
     if not is_run or summary["status"] == "pending":
@@ -100,7 +106,7 @@ def run_row(unit: Unit, summary: dict, curve: pl.DataFrame | None = None) -> dic
     }
 
 
-def metrics_frame(unit: RunUnit, finished: bool) -> pl.DataFrame | None:
+def metrics_frame(unit: RunUnit, finished: bool) -> pa.Table | None:
     """The run's logged metrics; None (named in one line) if its log is missing or damaged,
     which ``ablate run`` repairs by re-training the run (``study.integrity``)."""
     path = unit.layout.metrics
@@ -114,19 +120,24 @@ def metrics_frame(unit: RunUnit, finished: bool) -> pl.DataFrame | None:
     if not lines:
         return None
     try:
-        frame = pl.read_ndjson(io.BytesIO(b"\n".join(lines)), infer_schema_length=None)
-    except pl.exceptions.PolarsError as exc:
+        frame = json_lines_table([json.loads(line) for line in lines if line.strip()])
+    except (ValueError, TypeError, AttributeError, pa.ArrowException) as exc:
         warn(f"{path} cannot be read ({type(exc).__name__}); the tables leave the run's curve out")
         return None
-    ids = identity_columns(unit)
-    return frame.with_columns(
-        *[
-            pl.lit(v, dtype=pl.Int64 if k == "pretrain_seed" else pl.String).alias(k)
-            for k, v in ids.items()
-        ]
-    )
+    rows = frame.num_rows
+    for name, value in identity_columns(unit).items():
+        kind = pa.int64() if name == "pretrain_seed" else pa.string()
+        frame = frame.append_column(name, pa.array([value] * rows, kind))
+    return frame
 
 
-def write_parquet(path: Path, frame: pl.DataFrame) -> None:
+def json_lines_table(records: list[dict[str, Any]]) -> pa.Table:
+    """One column per key in order of first appearance, each typed from all its values (ints
+    and floats together are floats; a key a line lacks is null there)."""
+    names = list(dict.fromkeys(key for record in records for key in record))
+    return pa.table({name: pa.array([r.get(name) for r in records]) for name in names})
+
+
+def write_parquet(path: Path, table: pa.Table) -> None:
     with atomic_file(path) as tmp:
-        frame.write_parquet(tmp)
+        pq.write_table(table, tmp)

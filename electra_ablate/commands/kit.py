@@ -1,0 +1,36 @@
+"""``ablate kit SPEC --out KIT``: a study's data and the wheels an offline GPU node lacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("kit")
+    def kit_command(
+        spec_path: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
+        out: Path = typer.Option(..., "--out", help="kit folder to write (new, or a kit)"),
+        python_version: str = typer.Option(
+            "3.12", "--python", help="the node's Python version, for the compiled wheels"
+        ),
+        platform: list[str] = typer.Option(
+            ["manylinux_2_17_x86_64", "manylinux2014_x86_64"],
+            "--platform",
+            help="the node's wheel platform tags (repeatable)",
+        ),
+    ) -> None:
+        """Make a relocatable folder for an offline GPU node: the spec's data bundle
+        (compressed), the wheels the node lacks and this project's, the node script (doctor,
+        CUDA tests, bench, the study's shards as result packs); print its size."""
+        from electra_ablate.kit import NODE_LIMIT_BYTES, build_kit
+
+        kit = build_kit(spec_path, out, python_version, tuple(platform), log=typer.echo)
+        mib = kit.bytes / 2**20
+        fits = "under" if kit.bytes < NODE_LIMIT_BYTES else "OVER"
+        typer.echo(
+            f"kit {out}: {mib:.1f} MiB ({fits} the {NODE_LIMIT_BYTES / 2**20:.0f} MiB a node "
+            f"takes); on the node: bash {out.name}/node.sh {out.name} OUT [doctor test bench "
+            "unit I/N]"
+        )

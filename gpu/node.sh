@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Runs on an offline GPU node, from a kit made by `ablate kit SPEC --out KIT` (see README.md
+# beside this script): no network, no package index, the node's own python3 and torch.
+#
+#   bash KIT/node.sh KIT OUT [STEP ...]
+#
+# STEPs, run in order (default: doctor test bench):
+#   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
+#   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
+#               some), else the doctor's checks on every device: OUT/cuda-tests.log
+#   bench       bench/pretrain_throughput.py --device $DEVICE: OUT/bench.json
+#   unit I/N    shard I of N of the kit's study (`ablate run --shard I/N`), stopped after
+#               JOB_SECONDS; then `ablate pack`: OUT/<study>-shard-I-of-N.pack.tar.gz. A shard
+#               stopped at the limit resumes when the same step runs again on the same machine.
+#
+# Every step leaves its files under OUT whatever happens to the others; the exit code is the
+# first failing step's. Environment (defaults): PYTHON (python3), WORK (/tmp/ablate-work: the
+# installed wheels, the unpacked data and the study folder), DEVICE (cuda), JOB_SECONDS (540),
+# WORKERS (1), REPO (the current folder), DOCTOR_ARGS, BENCH_ARGS (--preset small --batch 128
+# --steps 20).
+set -uo pipefail
+
+if [ $# -lt 2 ]; then
+    echo "usage: bash node.sh KIT OUT [doctor|test|bench|unit I/N ...]" >&2
+    exit 2
+fi
+KIT=$(cd "$1" && pwd) || { echo "error: no kit at $1" >&2; exit 2; }
+OUT=$2
+shift 2
+[ -f "$KIT/kit.json" ] || { echo "error: $KIT is not a kit (no kit.json)" >&2; exit 2; }
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+STEPS=("$@")
+[ ${#STEPS[@]} -gt 0 ] || STEPS=(doctor test bench)
+
+PYTHON=${PYTHON:-python3}
+WORK=${WORK:-/tmp/ablate-work}
+DEVICE=${DEVICE:-cuda}
+JOB_SECONDS=${JOB_SECONDS:-540}
+WORKERS=${WORKERS:-1}
+REPO=${REPO:-$PWD}
+BENCH_ARGS=${BENCH_ARGS:---preset small --batch 128 --steps 20}
+DOCTOR_ARGS=${DOCTOR_ARGS:-}
+SITE=$WORK/site
+STUDY=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["study"])' \
+    "$KIT/kit.json") || { echo "error: $KIT/kit.json cannot be read" >&2; exit 2; }
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 PYTHONUNBUFFERED=1
+
+setup() {
+    # The carried wheels (the project and what the node lacks), once per machine: --no-deps
+    # because everything else is the node's own (kit.json lists what the kit relies on).
+    if [ ! -f "$SITE/.installed" ]; then
+        rm -rf "$SITE" && mkdir -p "$SITE"
+        "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+            --target "$SITE" "$KIT"/wheels/*.whl || return 1
+        touch "$SITE/.installed"
+    fi
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+    # The data bundle travels compressed; it is unpacked once per machine.
+    if [ ! -f "$WORK/data/bundle.json" ]; then
+        rm -rf "$WORK/data.tmp" && mkdir -p "$WORK/data.tmp"
+        "$PYTHON" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+            "$KIT/data.tar.xz" "$WORK/data.tmp" || return 1
+        rm -rf "$WORK/data" && mv "$WORK/data.tmp" "$WORK/data"
+    fi
+}
+
+ablate() {
+    # From WORK, so that the installed wheel runs, not a source tree in the current folder.
+    (cd "$WORK" && "$PYTHON" -m electra_ablate "$@")
+}
+
+step_doctor() {
+    # shellcheck disable=SC2086
+    ablate doctor $DOCTOR_ARGS --json "$OUT/doctor.json" 2>&1 | tee "$OUT/doctor.txt"
+}
+
+step_test() {
+    # The test files that mark CUDA tests (pytest -m cuda), or, where there are none, the
+    # doctor's findings: every check passed on every device, and a $DEVICE device was seen.
+    local files
+    files=$(grep -l "mark\.cuda" "$REPO"/tests/test_*.py 2>/dev/null)
+    if [ -n "$files" ]; then
+        # shellcheck disable=SC2086
+        (cd "$REPO" && "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider $files) 2>&1 |
+            tee "$OUT/cuda-tests.log"
+        return "${PIPESTATUS[0]}"
+    fi
+    [ -f "$OUT/doctor.json" ] || step_doctor >/dev/null || return 1
+    "$PYTHON" - "$OUT/doctor.json" "$DEVICE" <<'PY' 2>&1 | tee "$OUT/cuda-tests.log"
+import json, sys
+report = json.load(open(sys.argv[1]))
+failed = [f"{d['device']}: {c['name']}: {c['detail']}"
+          for d in report["devices"] for c in d["checks"] if not c["ok"]]
+seen = [d["device"] for d in report["devices"] if d["device"].split(":")[0] == sys.argv[2]]
+print("no tests marked cuda: the doctor's checks stand in for them")
+for line in failed:
+    print("FAILED", line)
+if not seen:
+    print(f"FAILED no {sys.argv[2]} device seen")
+print(f"{'passed' if seen and not failed else 'FAILED'} on {', '.join(seen) or 'nothing'}")
+sys.exit(1 if failed or not seen else 0)
+PY
+    return "${PIPESTATUS[0]}"
+}
+
+step_bench() {
+    # shellcheck disable=SC2086
+    (cd "$WORK" && "$PYTHON" "$KIT/bench/pretrain_throughput.py" --device "$DEVICE" \
+        $BENCH_ARGS --json) >"$OUT/bench.json" 2>"$OUT/bench.log"
+    local rc=$?
+    cat "$OUT/bench.json"
+    [ $rc -eq 0 ] || tail -5 "$OUT/bench.log" >&2
+    return $rc
+}
+
+step_unit() {
+    local shard=$1 name rc
+    name="$STUDY-shard-${shard/\//-of-}"
+    (cd "$WORK" && timeout -s TERM "$JOB_SECONDS" "$PYTHON" -m electra_ablate run \
+        "$KIT/spec.yaml" --data-bundle "$WORK/data" --out "$WORK/study" --shard "$shard" \
+        --workers "$WORKERS" --no-progress) 2>&1 | tee "$OUT/$name.log"
+    rc=${PIPESTATUS[0]}
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 143 ]; then
+        echo "shard $shard stopped at the job's limit ($JOB_SECONDS s): finished work is" \
+            "packed; run 'unit $shard' again on this machine to resume" | tee -a "$OUT/$name.log"
+        rc=0
+    fi
+    [ -f "$WORK/study/study.json" ] || return "${rc:-1}"
+    ablate pack "$WORK/study" --out "$OUT/$name.pack.tar.gz" || return 1
+    return "$rc"
+}
+
+status=0
+setup || { echo "error: the kit could not be set up in $WORK" >&2; exit 1; }
+i=0
+while [ $i -lt ${#STEPS[@]} ]; do
+    step=${STEPS[$i]}
+    echo "== $step $( [ "$step" = unit ] && echo "${STEPS[$((i + 1))]:-}")"
+    case $step in
+        doctor) step_doctor; rc=$? ;;
+        test) step_test; rc=$? ;;
+        bench) step_bench; rc=$? ;;
+        unit)
+            i=$((i + 1))
+            if [ $i -ge ${#STEPS[@]} ]; then echo "error: unit needs I/N" >&2; exit 2; fi
+            step_unit "${STEPS[$i]}"; rc=$? ;;
+        *) echo "error: unknown step '$step' (doctor, test, bench, unit I/N)" >&2; exit 2 ;;
+    esac
+    if [ $rc -ne 0 ] && [ $status -eq 0 ]; then status=$rc; fi
+    i=$((i + 1))
+done
+exit $status
