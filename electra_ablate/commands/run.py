@@ -9,6 +9,7 @@ import typer
 
 from electra_ablate.commands.spec import SET_HELP
 from electra_ablate.errors import InputError
+from electra_ablate.tables import print_table, whole_table
 
 
 class Device(str, Enum):
@@ -156,39 +157,29 @@ def register(app: typer.Typer) -> None:
 
 
 def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
     from electra_ablate.engine.progress import format_duration
     from electra_ablate.study import Study, estimate_study
 
     study = Study(spec, spec_path, out_dir, device, overrides)
     estimate = estimate_study(study, study.prepare(), workers)
-    table = Table(
-        "label",
-        "objective",
-        "seed",
-        "steps (per stage)",
-        "FLOPs (paper)",
-        "FLOPs (standard)",
-        "pre-train",
-        "fine-tune",
-        "status",
-        title=f"study {spec.name}: plan",
-    )
-    for r in estimate.rows:
-        table.add_row(
+    rows = [
+        (
             r["label"],
             r["objective"],
             str(r["seed"]),
             r["steps"],
-            f"{r['flops_paper']:.3g}",
-            f"{r['flops_standard']:.3g}",
-            format_duration(r["est_pretrain_min"] * 60),
-            format_duration(r["est_finetune_min"] * 60),
+            f"{r['flops_paper']:.3g}\n{r['flops_standard']:.3g}",
+            f"{format_duration(r['est_pretrain_min'] * 60)}\n"
+            f"{format_duration(r['est_finetune_min'] * 60)}",
             r["status"],
         )
-    Console().print(table)
+        for r in estimate.rows
+    ]
+    headers = ("label", "objective", "seed", "steps (per stage)", "FLOPs paper, standard")
+    headers += ("time pre-train, fine-tune", "status")
+    # The label and objective are names to type; the numbers must not lose digits either.
+    table = whole_table(headers, rows, keys=(0, 1, 4), title=f"study {spec.name}: plan")
+    print_table(table)
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "
         f"({format_duration(estimate.serial_s)} of work in all); {estimate.how}"
