@@ -1,10 +1,11 @@
 """Terminal tables that never cut a name a user must type.
 
 rich shortens a cell that does not fit with an ellipsis (``rtd_head_…``), piped or at 80
-columns. Here the columns that hold names (``keys``) are as wide as their longest entry and never
-wrap; every other column folds onto more lines instead of losing characters. When even the name
-columns do not fit the width, the console's width grows to fit them: an over-long line a
-terminal wraps is still a whole name, an ellipsis is not.
+columns. Here each column's width is set before rich sees the table: the columns that hold names
+(``keys``) are as wide as their longest line, the others at least as wide as their longest word
+(up to ``FOLD_WIDTH``, beyond which a word folds) and share what room is left in proportion to
+what they could use. When even that does not fit, the table is printed wider than the console:
+an over-long line a terminal wraps still holds every name, an ellipsis does not.
 """
 
 from __future__ import annotations
@@ -15,39 +16,54 @@ from rich.console import Console
 from rich.table import Table
 
 # A word longer than this folds onto the next line rather than widen its column further.
-FOLD_WIDTH = 16
-# Border and padding rich draws around each cell of a default table: "│ " + " " per column.
-_CELL_FRAME = 3
+FOLD_WIDTH = 24
+# What a default rich table draws around each cell ("│ " and " "), and the closing border.
+CELL_FRAME = 3
 
 
-def whole_table(
+def column_widths(
+    headers: Sequence[str], rows: Sequence[Sequence[str]], keys: Sequence[int], width: int
+) -> list[int]:
+    """The width of each column's text so that the table fits ``width`` characters if it can."""
+    lows, highs = [], []
+    for i, header in enumerate(headers):
+        lines = [line for row in rows for line in str(row[i]).splitlines()] + [header]
+        words = [word for line in lines for word in line.split()]
+        longest_line = max(len(line) for line in lines)
+        if i in keys:
+            low = max([len(line) for line in lines[:-1]] + [len(w) for w in header.split()])
+        else:
+            low = min(max(len(word) for word in words), FOLD_WIDTH)
+        lows.append(low)
+        highs.append(max(low, longest_line))
+    room = width - CELL_FRAME * len(headers) - 1 - sum(lows)
+    wants = [high - low for low, high in zip(lows, highs, strict=True)]
+    if room <= 0 or not sum(wants):
+        return lows
+    if room >= sum(wants):
+        return highs
+    shares = [low + want * room // sum(wants) for low, want in zip(lows, wants, strict=True)]
+    return shares
+
+
+def print_table(
     headers: Sequence[str],
     rows: Sequence[Sequence[str]],
     keys: Sequence[int] = (0,),
     title: str | None = None,
-) -> Table:
-    """A rich table of ``rows`` whose ``keys`` columns are never shortened and whose other
-    columns wrap between words (and fold a word longer than ``FOLD_WIDTH``)."""
-    table = Table(title=title)
-    for i, header in enumerate(headers):
-        cells = [str(row[i]) for row in rows]
-        if i in keys:
-            width = max(len(line) for text in [header, *cells] for line in text.splitlines())
-            table.add_column(header, no_wrap=True, min_width=width)
-        else:
-            words = [len(word) for text in [header, *cells] for word in text.split()]
-            width = min(max(words, default=1), FOLD_WIDTH)
-            table.add_column(header, overflow="fold", min_width=width)
-    for row in rows:
-        table.add_row(*(str(cell) for cell in row))
-    return table
-
-
-def print_table(table: Table, console: Console | None = None) -> None:
-    """Print ``table`` (on stdout by default); wider than the console only when its columns'
-    minimum widths, the name columns' whole names among them, need it."""
+    console: Console | None = None,
+) -> None:
+    """Print ``rows`` as a rich table (on stdout by default) whose ``keys`` columns are never
+    shortened and whose other columns wrap between words."""
     console = console or Console()
-    needed = sum((column.min_width or 1) + _CELL_FRAME for column in table.columns) + 1
+    rows = [[str(cell) for cell in row] for row in rows]
+    widths = column_widths(headers, rows, keys, console.width)
+    needed = sum(widths) + CELL_FRAME * len(widths) + 1
     if needed > console.width:
         console.width = needed
+    table = Table(title=title)
+    for header, width in zip(headers, widths, strict=True):
+        table.add_column(header, overflow="fold", width=width)
+    for row in rows:
+        table.add_row(*row)
     console.print(table)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from electra_ablate.tables import print_table, whole_table
+from electra_ablate.tables import print_table
 
 THREE_MISTAKES = """
 name: t
@@ -103,9 +103,8 @@ def test_objectives_prints_every_name_whole_at_80_columns():
 
 def test_a_name_wider_than_the_terminal_is_still_printed_whole():
     long = "an_objective_label_far_longer_than_a_narrow_terminal"
-    table = whole_table(("label", "note"), [(long, "a few words of note")])
     console = Console(width=40, record=True, file=io.StringIO())
-    print_table(table, console)
+    print_table(("label", "note"), [(long, "a few words of note")], console=console)
     assert long in console.export_text()
 
 

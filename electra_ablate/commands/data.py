@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
     @data_app.command("prepare")
     def prepare_command(
         spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
         bundle: Path | None = typer.Option(
             None,
             "--bundle",

@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from electra_ablate.tables import print_table, whole_table
+from electra_ablate.tables import print_table
 
 
 def describe_params(params_model: type) -> list[dict[str, object]]:
@@ -40,4 +40,4 @@ def register(app: typer.Typer) -> None:
             )
             for item in listing
         ]
-        print_table(whole_table(("objective", "description", "params (defaults)"), rows))
+        print_table(("objective", "description", "params (defaults)"), rows)

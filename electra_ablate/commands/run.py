@@ -9,7 +9,7 @@ import typer
 
 from electra_ablate.commands.spec import SET_HELP
 from electra_ablate.errors import InputError
-from electra_ablate.tables import print_table, whole_table
+from electra_ablate.tables import print_table
 
 
 class Device(str, Enum):
@@ -29,7 +29,7 @@ def register(app: typer.Typer) -> None:
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         out: Path | None = typer.Option(None, "--out", help="output folder (default runs/<name>)"),
         device: Device | None = typer.Option(None, "--device", help="default: the spec's device"),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
         dry_run: bool = typer.Option(
             False, "--dry-run", help="print the plan and a measured time estimate, train nothing"
         ),
@@ -178,8 +178,7 @@ def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:
     headers = ("label", "objective", "seed", "steps (per stage)", "FLOPs paper, standard")
     headers += ("time pre-train, fine-tune", "status")
     # The label and objective are names to type; the numbers must not lose digits either.
-    table = whole_table(headers, rows, keys=(0, 1, 4), title=f"study {spec.name}: plan")
-    print_table(table)
+    print_table(headers, rows, keys=(0, 1, 4), title=f"study {spec.name}: plan")
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "
         f"({format_duration(estimate.serial_s)} of work in all); {estimate.how}"

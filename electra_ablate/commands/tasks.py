@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from electra_ablate.tables import print_table, whole_table
+from electra_ablate.tables import print_table
 
 
 def describe_tasks() -> list[dict[str, Any]]:
@@ -61,4 +61,4 @@ def register(app: typer.Typer) -> None:
             params = "\n".join(f"{p['name']}={p['default']}" for p in item["params"])
             rows.append((item["name"], "\n".join(about), params or "—"))
         headers = ("task", "family, needs, metrics (headline *)", "params (defaults)")
-        print_table(whole_table(headers, rows))
+        print_table(headers, rows)
