@@ -688,15 +688,16 @@ def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(tex
     assert "Seeds that would resolve" not in section  # nothing unresolved here
 
 
-def test_an_unresolved_claim_gets_its_seed_plan_and_the_dry_run_command_that_prices_it(tmp_path):
+def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(tmp_path):
     text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
     assert "| ELECTRA − BERT | +6.00 no CI | 1 × 1, paired | **unresolved at this power** |" in text
-    assert (
-        "- *ELECTRA 85.0 > BERT 82.2* (ELECTRA − BERT): one model per arm, so no variance was "
-        "measured and no seed plan can be computed; a pilot with 3 pre-training × 3 fine-tuning "
-        "seeds measures it. Its cost: `ablate run studies/synthetic.yaml --dry-run --set "
+    command = (
+        "`ablate run studies/synthetic.yaml --dry-run --set "
         "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"
-    ) in text
+    )
+    assert text.count(command) == 1
+    assert "A pilot with 3 pre-training × 3 fine-tuning seeds measures it; its cost: " in text
+    assert "Seeds that would resolve each unresolved claim" not in text
 
 
 def test_a_plan_command_keeps_the_studys_overrides_and_extends_its_seeds():
