@@ -696,7 +696,7 @@ def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(tmp_
         "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"
     )
     assert text.count(command) == 1
-    assert "A pilot with 3 pre-training × 3 fine-tuning seeds measures it; its cost: " in text
+    assert "A pilot with 3 pre-training × 3 fine-tuning seeds measures it. Its cost: " in text
     assert "Seeds that would resolve each unresolved claim" not in text
 
 

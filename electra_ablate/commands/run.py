@@ -119,7 +119,7 @@ def register(app: typer.Typer) -> None:
         out_dir = out or Path("runs") / spec.name
         device_name = device.value if device else None
         if dry_run:
-            print_plan(spec, spec_path, out_dir, device_name, overrides, workers)
+            print_plan(spec, spec_path, out_dir, device_name, overrides, workers, progress)
             return
         from electra_ablate.study import run_study
 
@@ -156,16 +156,22 @@ def register(app: typer.Typer) -> None:
         )
 
 
-def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:
-    from electra_ablate.engine.progress import format_duration
+def print_plan(spec, spec_path, out_dir, device, overrides, workers, progress=None) -> None:
+    from electra_ablate.engine.progress import format_duration, progress_mode, status_line
     from electra_ablate.study import Study, estimate_study
 
     study = Study(spec, spec_path, out_dir, device, overrides)
-    estimate = estimate_study(study, study.prepare(), workers)
+    mode = progress_mode(progress)
+    with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
+        units = study.prepare(progress=mode == "live")
+        say("timing the plan on this machine")
+        estimate = estimate_study(study, units, workers, say)
+    # a label is its objective's name unless the spec gives one: then the column says nothing
+    named = any(r["label"] != r["objective"] for r in estimate.rows if r["objective"] != "none")
     rows = [
         (
             r["label"],
-            r["objective"],
+            *([r["objective"]] if named else []),
             str(r["seed"]),
             r["steps"],
             f"{r['flops_paper']:.3g}\n{r['flops_standard']:.3g}",
@@ -175,11 +181,14 @@ def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:
         )
         for r in estimate.rows
     ]
-    headers = ("label", "objective", "seed", "steps (per stage)", "FLOPs paper, standard")
-    headers += ("time pre-train, fine-tune", "status")
+    headers = ("label", *(["objective"] if named else []), "seed", "steps (per stage)")
+    headers += ("FLOPs paper, standard", "time pre-train, fine-tune", "status")
     # The label and objective are names to type; the numbers must not lose digits either.
-    print_table(headers, rows, keys=(0, 1, 4), title=f"study {spec.name}: plan")
+    keys = (0, 1, 4) if named else (0, 3)
+    print_table(headers, rows, keys=keys, title=f"study {spec.name}: plan")
+    low, high = (format_duration(x) for x in estimate.wall_range_s)
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "
-        f"({format_duration(estimate.serial_s)} of work in all); {estimate.how}"
+        f"(range {low} to {high}; {format_duration(estimate.serial_s)} of work in all), "
+        f"measured at {estimate.load}; {estimate.how}"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 ProgressMode = Literal["live", "plain", "off"]
@@ -79,3 +81,25 @@ class ProgressLine:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+@contextmanager
+def status_line(first: str, mode: ProgressMode = "plain") -> Iterator[Callable[[str], None]]:
+    """What a slow command is doing, for as long as the block runs: a live rich status line
+    on a terminal (replaced by each ``say(text)``), one plain line on stderr per ``say`` on a
+    pipe, nothing when off. Yields ``say``."""
+    if mode == "off":
+        yield lambda _: None
+        return
+    if mode == "plain":
+
+        def say(text: str) -> None:
+            print(f"{text} ...", file=sys.stderr, flush=True)
+
+        say(first)
+        yield say
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status(first) as live:
+        yield lambda text: live.update(text)

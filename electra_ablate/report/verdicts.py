@@ -260,7 +260,7 @@ def claims_section(
             "**No claim can be resolved here**: every arm is one model (one pre-training and one "
             "fine-tuning seed), so no variance was measured and no seed plan can be computed "
             f"from this study. A pilot with {paper.PILOT[0]} pre-training × {paper.PILOT[1]} "
-            "fine-tuning seeds measures it" + (f"; its cost: `{pilot}`" if pilot else ".")
+            "fine-tuning seeds measures it." + (f" Its cost: `{pilot}`" if pilot else "")
         )
     if plans:
         parts += [
