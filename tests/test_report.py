@@ -528,7 +528,7 @@ def test_cli_writes_the_same_report_again_and_prints_its_path(study_dir, report,
     result = CliRunner().invoke(cli(), ["report", str(study_dir), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     again = tmp_path / "r" / "report.md"
-    assert result.output.strip() == str(again)
+    assert result.stdout.strip() == str(again)  # stderr said what it was doing
     assert again.read_bytes() == report.read_bytes()
     for name in ("glue_vs_flops.svg", "pretrain_curves.png"):
         assert (again.parent / name).read_bytes() == (report.parent / name).read_bytes()
@@ -540,7 +540,7 @@ def test_cli_defaults_to_the_latest_study_under_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli(), ["report"])
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == str(Path("runs/only-study/report/report.md"))
+    assert result.stdout.strip() == str(Path("runs/only-study/report/report.md"))
 
 
 def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
