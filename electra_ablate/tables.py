@@ -52,9 +52,11 @@ def print_table(
     keys: Sequence[int] = (0,),
     title: str | None = None,
     console: Console | None = None,
+    right: Sequence[int] = (),
 ) -> None:
     """Print ``rows`` as a rich table (on stdout by default) whose ``keys`` columns are never
-    shortened and whose other columns wrap between words."""
+    shortened and whose other columns wrap between words; ``right`` columns (numbers) are
+    right-aligned."""
     console = console or Console()
     rows = [[str(cell) for cell in row] for row in rows]
     widths = column_widths(headers, rows, keys, console.width)
@@ -62,8 +64,9 @@ def print_table(
     if needed > console.width:
         console.width = needed
     table = Table(title=title)
-    for header, width in zip(headers, widths, strict=True):
-        table.add_column(header, overflow="fold", width=width)
+    for i, (header, width) in enumerate(zip(headers, widths, strict=True)):
+        justify = "right" if i in right else "left"
+        table.add_column(header, overflow="fold", width=width, justify=justify)
     for row in rows:
         table.add_row(*row)
     console.print(table)
