@@ -33,7 +33,7 @@ def column_widths(
         if i in keys:
             low = max([len(line) for line in lines[:-1]] + [len(w) for w in header.split()])
         else:
-            low = min(max(len(word) for word in words), FOLD_WIDTH)
+            low = min(max((len(word) for word in words), default=1), FOLD_WIDTH)
         lows.append(low)
         highs.append(max(low, longest_line))
     room = width - CELL_FRAME * len(headers) - 1 - sum(lows)
