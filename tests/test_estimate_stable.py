@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,20 +25,30 @@ def fake_stepper(one_thread_s: float, many_threads_s: float):
     """A ``stepper`` whose step takes ``one_thread_s`` on one thread, else ``many_threads_s``."""
 
     @contextmanager
-    def stepper(study, unit):
+    def stepper(study, unit, clock=None):
         yield lambda: one_thread_s if torch.get_num_threads() == 1 else many_threads_s
 
     return stepper
 
 
 UNIT = SimpleNamespace(plan=SimpleNamespace(total_steps=1000))
+CPU_STUDY = SimpleNamespace(device="cpu")
+
+
+def test_on_a_cpu_steps_are_timed_in_cpu_time_which_waiting_for_a_core_does_not_add_to():
+    clock = estimate.compute_clock(CPU_STUDY)
+    assert clock is time.process_time
+    start = clock()
+    time.sleep(0.2)  # what a time-sliced step loses while another process has the core
+    assert clock() - start < 0.05
+    assert estimate.compute_clock(SimpleNamespace(device="cuda")) is time.perf_counter
 
 
 def test_a_busy_core_that_stalls_threaded_steps_does_not_multiply_the_estimate(monkeypatch):
     # two threads, one of them fighting another process for its core: 20x slower per step
     monkeypatch.setattr(estimate, "stepper", fake_stepper(0.1, 2.0))
     assert estimate.thread_speedup(None, UNIT, threads=2) == 1.0
-    assert estimate.time_steps(None, UNIT).median == 0.1
+    assert estimate.time_steps(CPU_STUDY, UNIT).median == 0.1
 
 
 def test_the_speedup_is_measured_and_never_beyond_the_thread_count(monkeypatch):
@@ -52,12 +63,12 @@ def test_timing_never_steps_past_the_plans_end(monkeypatch):
     calls = []
 
     @contextmanager
-    def stepper(study, unit):
+    def stepper(study, unit, clock=None):
         yield lambda: calls.append(1) or 0.1
 
     monkeypatch.setattr(estimate, "stepper", stepper)
     short = SimpleNamespace(plan=SimpleNamespace(total_steps=3))
-    estimate.time_steps(None, short)
+    estimate.time_steps(CPU_STUDY, short)
     assert len(calls) == 2  # + the warm-up step the real stepper takes: 3
     calls.clear()
     estimate.thread_speedup(None, short, threads=2)

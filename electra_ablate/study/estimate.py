@@ -7,11 +7,13 @@ then each fine-tune as its own item) to give the study's wall time.
 
 Timing with all threads is fragile: a process busy on one of two cores stalls every multi-thread
 step at its barriers, and three timed steps once varied 23x on one machine within half an hour.
-So every step is timed on ONE thread (a busy core leaves another whole), as the median of
-``TIMED_WINDOWS`` short windows, and the threads a worker will have are accounted for by a
-speed-up measured the same way on the first objective and kept within [1, threads]. Beside the
-estimate go the range it spans (perfect thread scaling to none, fastest to slowest window) and
-the load the machine had while it was measured.
+So every step is timed on ONE thread, in CPU time (on a CPU device): the seconds the step
+computes, which other processes sharing the cores do not stretch the way they stretch its wall
+time. The median of ``TIMED_WINDOWS`` one-step windows is kept, and the threads a worker will
+have enter through a wall-time speed-up measured on the first objective and kept within
+[1, threads]. A task's own estimate is converted the same way (by the CPU share its timing got).
+Beside the estimate go a range (perfect thread scaling on an idle machine, to no thread gain
+at the load measured) and that load.
 """
 
 from __future__ import annotations
@@ -63,6 +65,15 @@ class StudyEstimate:
     load: str = ""  # the machine's load while it was measured
 
 
+def load_factor() -> float:
+    """How many runnable processes each core has (at least 1): the slowdown a run started now
+    would see if the load stayed."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:
+        return 1.0
+
+
 def machine_load() -> str:
     """``load 1.9 on 2 cores``: the 1-minute load average the timing ran under."""
     cores = os.cpu_count() or 1
@@ -103,7 +114,7 @@ def estimate_study(
                 pretrain = {
                     "mid": timing.median / speedup * n,
                     "low": timing.fastest / threads * n,
-                    "high": timing.slowest * n,
+                    "high": timing.slowest * load_factor() * n,
                 }
             finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
             for job in study.jobs(unit, ready_only=False):
@@ -114,7 +125,11 @@ def estimate_study(
                     say(f"timing {job.task}" + (f" ({job.reference})" if job.reference else ""))
                     job_s[task_key] = time_job(study, unit, job)
                 one = job_s[task_key]  # on one thread
-                scaled = {"mid": one / (speedup or 1.0), "low": one / threads, "high": one}
+                scaled = {
+                    "mid": one / (speedup or 1.0),
+                    "low": one / threads,
+                    "high": one * load_factor(),
+                }
                 for key, cost in scaled.items():
                     finetune[key] += cost
                     costs[key][1].append(cost)
@@ -124,11 +139,11 @@ def estimate_study(
             rows.append(plan_row(unit, pretrain["mid"], finetune["mid"]))
     load = f"{load_before} before timing, {machine_load()} after"
     how = (
-        f"each objective's training step timed on 1 thread (the median of {TIMED_WINDOWS} "
-        f"windows) and scaled by the measured speed-up of {threads} thread(s) per process "
-        f"(x{speedup or 1.0:.2f}); each task's estimate (a {TIMED_EXAMPLES}-example fine-tune "
-        "for a fine-tuned task) likewise; wall time packs the runs (longest first), then the "
-        f"evaluations onto {workers} worker(s)"
+        f"each objective's training step timed on 1 thread in CPU time (the median of "
+        f"{TIMED_WINDOWS} windows) and scaled by the measured speed-up of {threads} "
+        f"thread(s) per process (x{speedup or 1.0:.2f}); each task's estimate (a "
+        f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task) likewise; wall time packs "
+        f"the runs (longest first), then the evaluations onto {workers} worker(s)"
     )
     serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
     walls = {key: makespan(*costs[key], workers) for key in costs}
@@ -156,9 +171,10 @@ def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]
 
 def time_steps(study: Study, unit: RunUnit, windows: int = TIMED_WINDOWS) -> StepTiming:
     """Seconds per training step of the unit's objective on one thread: the real
-    ``Trainer.train_step`` in ``windows`` one-step windows after a warm-up step."""
+    ``Trainer.train_step`` in ``windows`` one-step windows after a warm-up step, in CPU time
+    on a CPU device (``compute_clock``)."""
     windows = max(1, min(windows, unit.plan.total_steps - 1))  # never past the plan's end
-    with torch_threads(1), stepper(study, unit) as step:
+    with torch_threads(1), stepper(study, unit, compute_clock(study)) as step:
         times = [step() for _ in range(windows)]
     return StepTiming(statistics.median(times), min(times), max(times))
 
@@ -180,10 +196,19 @@ def thread_speedup(study: Study, unit: RunUnit, threads: int) -> float:
     return min(max(min(one) / min(many), 1.0), float(threads))
 
 
+def compute_clock(study: Study) -> Callable[[], float]:
+    """The clock a one-thread timing reads: the process's CPU time on a CPU device (what the
+    work costs, however many other processes share the core), wall time on a GPU."""
+    return time.process_time if torch.device(study.device).type == "cpu" else time.perf_counter
+
+
 @contextmanager
-def stepper(study: Study, unit: RunUnit) -> Iterator[Callable[[], float]]:
-    """A function that runs one real training step of ``unit`` and returns its seconds, on a
-    throwaway run folder; one warm-up step (caches, allocations) is taken first."""
+def stepper(
+    study: Study, unit: RunUnit, clock: Callable[[], float] = time.perf_counter
+) -> Iterator[Callable[[], float]]:
+    """A function that runs one real training step of ``unit`` and returns its seconds on
+    ``clock``, on a throwaway run folder; one warm-up step (caches, allocations) is taken
+    first."""
     data = study.data(unit.spec).data
     spec = unit.spec.pretrain
     with tempfile.TemporaryDirectory() as tmp:
@@ -200,10 +225,10 @@ def stepper(study: Study, unit: RunUnit) -> Iterator[Callable[[], float]]:
         trainer.start_or_resume()
 
         def step() -> float:
-            start = time.perf_counter()
+            start = clock()
             trainer.train_step()
             trainer.step += 1
-            return time.perf_counter() - start
+            return clock() - start
 
         step()
         yield step
@@ -212,16 +237,21 @@ def stepper(study: Study, unit: RunUnit) -> Iterator[Callable[[], float]]:
 def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
     """Seconds one evaluation of ``job``'s task takes: the task's own estimate, on a freshly
     initialised encoder of the unit's backbone (what the weights are does not change the cost);
-    a reference scorer, timed once."""
+    a reference scorer, timed once. Called on one thread: on a CPU device the wall-time answer
+    is scaled by the share of a core the timing got (CPU over wall time), so other processes'
+    load does not stretch it."""
+    clock = compute_clock(study)
+    wall, cpu = time.perf_counter(), clock()
     task = get_task(job.task)
     if job.reference is not None:
-        start = time.perf_counter()
         task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
-        return time.perf_counter() - start
+        return clock() - cpu
     kept = LoadedKept(
         fresh_kept(study.backbone(unit.spec)), {}, study.data(unit.spec).data.tokenizer_dir
     )
-    return task.estimate_seconds(kept, job.settings, study.device)
+    seconds = task.estimate_seconds(kept, job.settings, study.device)
+    share = (clock() - cpu) / max(time.perf_counter() - wall, 1e-9)
+    return seconds * min(share, 1.0)
 
 
 def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:
