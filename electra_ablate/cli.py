@@ -33,6 +33,7 @@ app = typer.Typer(
     help="Controlled ablations of text-encoder pre-training objectives at equal FLOPs.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     add_completion=False,
     context_settings=CONTEXT,
 )

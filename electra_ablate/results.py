@@ -49,6 +49,7 @@ KEY_COLUMNS = ("study", "run_id", "checkpoint_fraction", "task", "finetune_seed"
 
 # One point on a score-vs-FLOPs curve: an objective entry of the spec at one checkpoint.
 CHECKPOINT_KEYS = ("label", "objective", "checkpoint_fraction")
+BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
 
 
 def _as_frame(rows: pl.DataFrame | Iterable[Mapping[str, Any]]) -> pl.DataFrame:
@@ -381,6 +382,26 @@ def probe_summary(tasks: pl.DataFrame) -> pl.DataFrame:
         .select(PROBE_COLUMNS)
         .sort("objective", "label", "budget_fraction", "task", "metric")
     )
+
+
+def constant_tasks(tasks: pl.DataFrame, fraction: float) -> dict[str, float]:
+    """Tasks whose headline metric is one value for every model at ``fraction`` of the budget,
+    the no-pre-training baseline (evaluated at 0) included: every encoder predicts the same
+    thing (one class, say), so the task tells the objectives nothing. ``tasks`` is
+    ``task_scores``; a reference scorer (a non-model row at 0) does not count, and a task needs
+    two models to be called constant."""
+    headline = tasks.filter(pl.col("headline"))
+    models = headline.filter(
+        (pl.col("checkpoint_fraction") == fraction)
+        | ((pl.col("checkpoint_fraction") == 0) & (pl.col("objective") == BASELINE_OBJECTIVE))
+    )
+    spread = models.group_by("task").agg(
+        pl.col("min").min().alias("low"),
+        pl.col("max").max().alias("high"),
+        pl.col("label").n_unique().alias("models"),
+    )
+    constant = spread.filter((pl.col("low") == pl.col("high")) & (pl.col("models") > 1))
+    return dict(constant.select("task", "low").sort("task").iter_rows())
 
 
 def final_fraction(results: pl.DataFrame) -> float:

@@ -194,8 +194,7 @@ class FinetuneSpec(Strict):
     @field_validator("tasks")
     @classmethod
     def _known_tasks(cls, tasks: list[str]) -> list[str]:
-        for task in tasks:
-            check_task_name(task, needs="finetuned_head")
+        check_task_names(tasks, needs="finetuned_head")
         return tasks
 
     @field_validator("caps", "eval_caps")
@@ -229,8 +228,7 @@ class EvaluationSpec(FinetuneSpec):
     @field_validator("tasks")
     @classmethod
     def _known_tasks(cls, tasks: list[str]) -> list[str]:
-        for task in tasks:
-            check_task_name(task)
+        check_task_names(tasks)
         return tasks
 
     @field_validator("params")
@@ -255,15 +253,26 @@ class EvaluationSpec(FinetuneSpec):
         return dict(self.params.get(task, {}))
 
 
+def check_task_names(tasks: list[str], needs: str | None = None) -> None:
+    """Every task of ``tasks`` checked by ``check_task_name``, all problems in one error."""
+    problems = []
+    for task in tasks:
+        try:
+            check_task_name(task, needs)
+        except ValueError as exc:
+            problems.append(str(exc))
+    if problems:
+        raise ValueError("; ".join(problems))
+
+
 def check_task_name(task: str, needs: str | None = None) -> None:
     """A registered task (any family), and one that ``needs`` that, when given."""
     from electra_ablate.evaluation.task import available_tasks
 
     tasks = available_tasks()
     if task not in tasks:
-        raise ValueError(
-            f"unknown task {task!r}{did_you_mean(task, tasks)}; choose from {', '.join(tasks)}"
-        )
+        hint = did_you_mean(task, tasks) or f"; choose from {', '.join(tasks)}"
+        raise ValueError(f"unknown task {task!r}{hint}")
     if needs is not None and tasks[task].needs != needs:
         raise ValueError(
             f"task {task!r} needs {tasks[task].needs}, not {needs}: list it under evaluation.tasks"
@@ -552,22 +561,33 @@ def parse_spec(
     check_data: bool = False,
 ) -> StudySpec:
     """Validate ``raw`` (after ``overrides``) completely: fields, objectives and their params,
-    every variant; with ``check_data`` also environment variables and data paths."""
+    every variant; with ``check_data`` also environment variables and data paths. Every error
+    the spec has is reported at once (one line, ``; ``-separated): a typo in a top-level key
+    does not hide a misspelt objective name, nor one objective's params another's."""
     expanded = expand_env(raw)
     try:
         expanded = apply_overrides(expanded, overrides or {})
     except ValueError as exc:
         raise SpecError(f"{source}: --set {exc}") from None
+    errors: list[str] = []
+    spec: StudySpec | None = None
     try:
         spec = StudySpec.model_validate({**expanded, "spec_dir": spec_dir})
-        variants = spec.variant_specs()
     except ValidationError as exc:
-        raise SpecError(f"{source}: {format_validation_error(exc, root=StudySpec)}") from None
+        errors.append(format_validation_error(exc, root=StudySpec))
+    entries = expanded.get("objectives")
+    errors += objective_errors(entries if isinstance(entries, list) else [])
+    if errors:
+        raise SpecError(f"{source}: {'; '.join(errors)}")
+    assert spec is not None
+    try:
+        variants = spec.variant_specs()
     except ValueError as exc:
         raise SpecError(f"{source}: {exc}") from None
     for label, variant in variants:
         where = source if label is None else f"{source}: variant {label}"
-        check_objectives(variant, where)
+        if label is not None:
+            check_objectives(variant, where)
         if check_data:
             check_data_sources(variant, where)
     return spec
@@ -575,25 +595,40 @@ def parse_spec(
 
 def check_objectives(spec: StudySpec, source: str) -> None:
     """Each objective name must be registered and its params valid for that objective."""
+    errors = objective_errors([entry.model_dump() for entry in spec.objectives])
+    if errors:
+        raise SpecError(f"{source}: {'; '.join(errors)}")
+
+
+def objective_errors(entries: list[Any]) -> list[str]:
+    """What is wrong with the objectives of a spec, every entry checked: an unregistered name
+    (with a "did you mean"), params the objective rejects. Reads the raw entries, so it runs
+    even when the rest of the spec has errors; entries pydantic rejects outright are left to it.
+    """
     from electra_ablate.objective import available_objectives
 
     try:
         registered = available_objectives()
     except AblateError as exc:
         raise SpecError(str(exc)) from None
-    for i, entry in enumerate(spec.objectives):
-        if entry.name not in registered:
-            raise SpecError(
-                f"{source}: objectives[{i}].name: unknown objective {entry.name!r}"
-                f"{did_you_mean(entry.name, registered)} (registered: {', '.join(registered)})"
-            )
-        params_model = registered[entry.name].Params
+    errors = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+            continue
+        name, params = entry["name"], entry.get("params") or {}
+        if name not in registered:
+            hint = did_you_mean(name, registered) or f" (registered: {', '.join(registered)})"
+            errors.append(f"objectives[{i}].name: unknown objective {name!r}{hint}")
+            continue
+        if not isinstance(params, dict):
+            continue  # pydantic names it: objectives[i].params must be a mapping
+        params_model = registered[name].Params
         try:
-            params_model.model_validate(entry.params)
+            params_model.model_validate(params)
         except ValidationError as exc:
             where = ("objectives", i, "params")
-            message = format_validation_error(exc, where, root=params_model)
-            raise SpecError(f"{source}: {message}") from None
+            errors.append(format_validation_error(exc, where, root=params_model))
+    return errors
 
 
 def check_data_sources(spec: StudySpec, source: str) -> None:

@@ -528,7 +528,7 @@ def test_cli_writes_the_same_report_again_and_prints_its_path(study_dir, report,
     result = CliRunner().invoke(cli(), ["report", str(study_dir), "--out", str(tmp_path / "r")])
     assert result.exit_code == 0, result.output
     again = tmp_path / "r" / "report.md"
-    assert result.output.strip() == str(again)
+    assert result.stdout.strip() == str(again)  # stderr said what it was doing
     assert again.read_bytes() == report.read_bytes()
     for name in ("glue_vs_flops.svg", "pretrain_curves.png"):
         assert (again.parent / name).read_bytes() == (report.parent / name).read_bytes()
@@ -540,7 +540,7 @@ def test_cli_defaults_to_the_latest_study_under_runs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(cli(), ["report"])
     assert result.exit_code == 0, result.output
-    assert result.output.strip() == str(Path("runs/only-study/report/report.md"))
+    assert result.stdout.strip() == str(Path("runs/only-study/report/report.md"))
 
 
 def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
@@ -688,15 +688,16 @@ def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(tex
     assert "Seeds that would resolve" not in section  # nothing unresolved here
 
 
-def test_an_unresolved_claim_gets_its_seed_plan_and_the_dry_run_command_that_prices_it(tmp_path):
+def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(tmp_path):
     text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
     assert "| ELECTRA − BERT | +6.00 no CI | 1 × 1, paired | **unresolved at this power** |" in text
-    assert (
-        "- *ELECTRA 85.0 > BERT 82.2* (ELECTRA − BERT): one model per arm, so no variance was "
-        "measured and no seed plan can be computed; a pilot with 3 pre-training × 3 fine-tuning "
-        "seeds measures it. Its cost: `ablate run studies/synthetic.yaml --dry-run --set "
+    command = (
+        "`ablate run studies/synthetic.yaml --dry-run --set "
         "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"
-    ) in text
+    )
+    assert text.count(command) == 1
+    assert "A pilot with 3 pre-training × 3 fine-tuning seeds measures it. Its cost: " in text
+    assert "Seeds that would resolve each unresolved claim" not in text
 
 
 def test_a_plan_command_keeps_the_studys_overrides_and_extends_its_seeds():

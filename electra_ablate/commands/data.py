@@ -9,6 +9,7 @@ from pathlib import Path
 import typer
 
 from electra_ablate.commands.spec import SET_HELP
+from electra_ablate.tables import print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -18,7 +19,7 @@ def register(app: typer.Typer) -> None:
     @data_app.command("prepare")
     def prepare_command(
         spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
         bundle: Path | None = typer.Option(
             None,
             "--bundle",
@@ -30,10 +31,9 @@ def register(app: typer.Typer) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's
         fine-tuned tasks; everything is cached, so a later run starts at once."""
         import numpy as np
-        from rich.console import Console
-        from rich.table import Table
 
         from electra_ablate.data.pretraining import prepare_pretraining
+        from electra_ablate.engine.progress import status_line
         from electra_ablate.evaluation.finetuned import FinetunedTask
         from electra_ablate.evaluation.task import family_of, get_task
         from electra_ablate.finetune import supported_max_len
@@ -46,40 +46,48 @@ def register(app: typer.Typer) -> None:
             check_bundle_target(bundle)
         progress = sys.stderr.isatty()
         max_seq_len = study.backbone_config().max_seq_len
-        data = prepare_pretraining(
-            study.data, max_seq_len, spec_dir=study.spec_dir, progress=progress
-        )
+        # on a terminal prepare_pretraining shows its own steps; on a pipe, plain lines say them
+        with status_line("preparing the pre-training data", "off" if progress else "plain"):
+            data = prepare_pretraining(
+                study.data, max_seq_len, spec_dir=study.spec_dir, progress=progress
+            )
         summary = data.summary
-        corpus = Table("pre-training data", "train", "held-out", title=f"seq {max_seq_len}")
-        for key in ("documents", "sequences", "tokens"):
-            corpus.add_row(key, f"{summary[key]['train']:,}", f"{summary[key]['heldout']:,}")
-        corpus.add_row("padding", f"{summary['padding_fraction']:.1%}", "")
-        corpus.add_row("[UNK] rate", "", f"{summary['unk_rate_heldout']:.3%}")
-        corpus.add_row("vocab size", f"{data.vocab_size:,}", "")
-        corpus.add_row("tokenizer", str(data.tokenizer_dir), "")
+        corpus = [
+            (key, f"{summary[key]['train']:,}", f"{summary[key]['heldout']:,}")
+            for key in ("documents", "sequences", "tokens")
+        ]
+        corpus += [
+            ("padding", f"{summary['padding_fraction']:.1%}", ""),
+            ("[UNK] rate", "", f"{summary['unk_rate_heldout']:.3%}"),
+            ("vocab size", f"{data.vocab_size:,}", ""),
+            ("tokenizer", str(data.tokenizer_dir), ""),
+        ]
 
-        tasks = Table("task", "family", "train rows", "validation rows", "mean tokens", "metric")
+        tasks = []
         backbone = study.backbone_config(vocab_size=data.vocab_size)
         for block in study.evaluation_blocks():
             for name in block.tasks:
                 task, settings = get_task(name), task_settings(study, block, name)
                 family_of(task).check(task, settings)
                 if not isinstance(task, FinetunedTask):
-                    tasks.add_row(name, task.family, "", "", "", task.headline)
+                    tasks.append((name, task.family, "", "", "", task.headline))
                     continue
                 max_len = supported_max_len(settings.recipe, backbone)
                 encoded = task.encode(settings, data.tokenizer_dir, max_len)
-                tasks.add_row(
-                    name,
-                    task.family,
-                    f"{len(encoded.train['label']):,}",
-                    f"{len(encoded.validation['label']):,}",
-                    f"{np.mean(encoded.train['length']):.1f}",
-                    task.headline,
+                tasks.append(
+                    (
+                        name,
+                        task.family,
+                        f"{len(encoded.train['label']):,}",
+                        f"{len(encoded.validation['label']):,}",
+                        f"{np.mean(encoded.train['length']):.1f}",
+                        task.headline,
+                    )
                 )
-        console = Console()
-        console.print(corpus)
-        console.print(tasks)
+        corpus_headers = ("pre-training data", "train", "held-out")
+        print_table(corpus_headers, corpus, title=f"seq {max_seq_len}")
+        headers = ("task", "family", "train rows", "validation rows", "mean tokens", "metric")
+        print_table(headers, tasks)
         if bundle is not None:
             from electra_ablate.data.bundle import bundle_size, write_bundle
 

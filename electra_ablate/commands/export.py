@@ -20,8 +20,9 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(..., "--out", help="folder to write (created or replaced)"),
         fmt: ExportFormat = typer.Option(ExportFormat.hf, "--format", help="output format"),
     ) -> None:
-        """Export a pre-trained encoder, e.g. for ElectraForPreTraining.from_pretrained(OUT).
-        A study's kept encoder that is missing or fails its checksum is rebuilt first."""
+        """Export a pre-trained encoder as a Hugging Face folder: load it with
+        ElectraForPreTraining.from_pretrained(OUT) and the like. A study's kept encoder that is
+        missing or fails its checksum is rebuilt first."""
         from electra_ablate.export import export_hf
         from electra_ablate.study.integrity import repair_kept_folder
 

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from electra_ablate.errors import AblateError, InputError
+from electra_ablate.tables import print_table
 
 if TYPE_CHECKING:
     from electra_ablate.evaluation.run import EvaluationJob
@@ -392,27 +393,25 @@ def _shown(settings: TaskSettings) -> dict[str, Any]:
 
 def _print_table(report: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
 
     n_seeds = len(report["seeds"])
-    table = Table("task", "metric")
-    table.add_column("median", justify="right")
-    table.add_column(f"min–max ({n_seeds} seeds)", justify="right")
-    table.add_column("train examples", justify="right")
+    rows = []
     for name, task in report["tasks"].items():
         if "metrics" not in task:
-            table.add_row(name, "skipped", "", "", task["skipped"])
+            rows.append((name, "skipped", "", "", task["skipped"]))
             continue
         ordered = sorted(task["metrics"], key=lambda m: m != task["headline"])
         for i, metric in enumerate(ordered):
             s = task["metrics"][metric]
             trained = f"{task['train_examples']} × {task['epochs']} ep" if "epochs" in task else ""
-            table.add_row(
-                name if i == 0 else "",
-                metric + (" *" if metric == task["headline"] else ""),
-                f"{s['median']:.1f}",
-                f"{s['min']:.1f}–{s['max']:.1f}",
-                trained if i == 0 else "",
+            rows.append(
+                (
+                    name if i == 0 else "",
+                    metric + (" *" if metric == task["headline"] else ""),
+                    f"{s['median']:.1f}",
+                    f"{s['min']:.1f}–{s['max']:.1f}",
+                    trained if i == 0 else "",
+                )
             )
     console = Console()
     origin = report["source"] + (f" ({report['objective']})" if report["objective"] else "")
@@ -420,7 +419,8 @@ def _print_table(report: dict[str, Any]) -> None:
     console.print(f"{origin}{scratch}", highlight=False)
     if report["spec"]:
         console.print(f"as in the study: {report['spec']}", highlight=False)
-    console.print(table)
+    headers = ("task", "metric", "median", f"min–max ({n_seeds} seeds)", "train examples")
+    print_table(headers, rows, keys=(0, 1), console=console, right=(2, 3, 4))
     for score in report["scores"].values():
         if score["name"] is None:
             continue

@@ -6,6 +6,8 @@ import json
 
 import typer
 
+from electra_ablate.tables import print_table
+
 
 def describe_params(params_model: type) -> list[dict[str, object]]:
     rows = []
@@ -21,10 +23,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:
         """List the registered objectives (built-in and third-party) with their params."""
-        from rich.console import Console
-        from rich.table import Table
-
-        from electra_ablate.objective import available_objectives
+        from electra_ablate.objective import available_objectives  # imports torch
 
         listing = [
             {"name": name, "description": cls.description, "params": describe_params(cls.Params)}
@@ -33,8 +32,12 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps(listing, indent=2, default=str))
             return
-        table = Table("objective", "description", "params (defaults)")
-        for item in listing:
-            params = ", ".join(f"{p['name']}={p['default']}" for p in item["params"])
-            table.add_row(item["name"], item["description"], params)
-        Console().print(table)
+        rows = [
+            (
+                item["name"],
+                item["description"],
+                ", ".join(f"{p['name']}={p['default']}" for p in item["params"]),
+            )
+            for item in listing
+        ]
+        print_table(("objective", "description", "params (defaults)"), rows)

@@ -49,7 +49,11 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write report.md with confidence intervals, the paper's claims, plots and the tables it
         read (so the report folder can be reported again or compared)."""
+        from electra_ablate.engine.progress import progress_mode, status_line  # (torch)
         from electra_ablate.report import write_report
 
         directory = run_dir if run_dir is not None else latest_study_dir()
-        typer.echo(str(write_report(directory, out, notes)))
+        doing = f"writing the report of {directory} (intervals, claims, figures)"
+        with status_line(doing, progress_mode()):
+            path = write_report(directory, out, notes)
+        typer.echo(str(path))

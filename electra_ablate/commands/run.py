@@ -9,6 +9,7 @@ import typer
 
 from electra_ablate.commands.spec import SET_HELP
 from electra_ablate.errors import InputError
+from electra_ablate.tables import print_table
 
 
 class Device(str, Enum):
@@ -28,7 +29,7 @@ def register(app: typer.Typer) -> None:
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         out: Path | None = typer.Option(None, "--out", help="output folder (default runs/<name>)"),
         device: Device | None = typer.Option(None, "--device", help="default: the spec's device"),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
         dry_run: bool = typer.Option(
             False, "--dry-run", help="print the plan and a measured time estimate, train nothing"
         ),
@@ -118,7 +119,7 @@ def register(app: typer.Typer) -> None:
         out_dir = out or Path("runs") / spec.name
         device_name = device.value if device else None
         if dry_run:
-            print_plan(spec, spec_path, out_dir, device_name, overrides, workers)
+            print_plan(spec, spec_path, out_dir, device_name, overrides, workers, progress)
             return
         from electra_ablate.study import run_study
 
@@ -155,41 +156,39 @@ def register(app: typer.Typer) -> None:
         )
 
 
-def print_plan(spec, spec_path, out_dir, device, overrides, workers) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from electra_ablate.engine.progress import format_duration
+def print_plan(spec, spec_path, out_dir, device, overrides, workers, progress=None) -> None:
+    from electra_ablate.engine.progress import format_duration, progress_mode, status_line
     from electra_ablate.study import Study, estimate_study
 
     study = Study(spec, spec_path, out_dir, device, overrides)
-    estimate = estimate_study(study, study.prepare(), workers)
-    table = Table(
-        "label",
-        "objective",
-        "seed",
-        "steps (per stage)",
-        "FLOPs (paper)",
-        "FLOPs (standard)",
-        "pre-train",
-        "fine-tune",
-        "status",
-        title=f"study {spec.name}: plan",
-    )
-    for r in estimate.rows:
-        table.add_row(
+    mode = progress_mode(progress)
+    with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
+        units = study.prepare(progress=mode == "live")
+        say("timing the plan on this machine")
+        estimate = estimate_study(study, units, workers, say)
+    # a label is its objective's name unless the spec gives one: then the column says nothing
+    named = any(r["label"] != r["objective"] for r in estimate.rows if r["objective"] != "none")
+    rows = [
+        (
             r["label"],
-            r["objective"],
+            *([r["objective"]] if named else []),
             str(r["seed"]),
             r["steps"],
-            f"{r['flops_paper']:.3g}",
-            f"{r['flops_standard']:.3g}",
-            format_duration(r["est_pretrain_min"] * 60),
-            format_duration(r["est_finetune_min"] * 60),
+            f"{r['flops_paper']:.3g}\n{r['flops_standard']:.3g}",
+            f"{format_duration(r['est_pretrain_min'] * 60)}\n"
+            f"{format_duration(r['est_finetune_min'] * 60)}",
             r["status"],
         )
-    Console().print(table)
+        for r in estimate.rows
+    ]
+    headers = ("label", *(["objective"] if named else []), "seed", "steps (per stage)")
+    headers += ("FLOPs paper, standard", "time pre-train, fine-tune", "status")
+    # The label and objective are names to type; the numbers must not lose digits either.
+    keys = (0, 1, 4) if named else (0, 3)
+    print_table(headers, rows, keys=keys, title=f"study {spec.name}: plan")
+    low, high = (format_duration(x) for x in estimate.wall_range_s)
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "
-        f"({format_duration(estimate.serial_s)} of work in all); {estimate.how}"
+        f"(range {low} to {high}; {format_duration(estimate.serial_s)} of work in all), "
+        f"measured at {estimate.load}; {estimate.how}"
     )

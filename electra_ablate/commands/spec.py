@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     @app.command("validate")
     def validate_command(
         spec: Path = typer.Argument(..., help="study spec (YAML)"),
-        set_: list[str] = typer.Option([], "--set", help=SET_HELP),
+        set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
         data_check: bool = typer.Option(
             True,
             "--data-check/--no-data-check",

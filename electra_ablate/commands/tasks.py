@@ -7,6 +7,8 @@ from typing import Any
 
 import typer
 
+from electra_ablate.tables import print_table
+
 
 def describe_tasks() -> list[dict[str, Any]]:
     """One entry per task: its family and what the family aggregates, what it needs from a kept
@@ -39,23 +41,24 @@ def register(app: typer.Typer) -> None:
     def tasks_command(
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:
-        """List the registered evaluation tasks (built-in and third-party) by family."""
-        from rich.console import Console
-        from rich.table import Table
-
+        """List the registered evaluation tasks (built-in and third-party) by family, with
+        each task's params and their defaults."""
         listing = describe_tasks()
         if as_json:
             typer.echo(json.dumps(listing, indent=2, default=str))
             return
-        table = Table("task", "family", "needs", "metrics (headline *)", "enters", "references")
+        rows = []
         for item in listing:
             metrics = ", ".join(f"{m} *" if m == item["headline"] else m for m in item["metrics"])
-            table.add_row(
-                item["name"],
-                item["family"],
-                item["needs"] + ("" if item["seeded"] else ", unseeded"),
-                metrics,
-                item["aggregate"] or "—",
-                ", ".join(item["references"]) or "—",
-            )
-        Console().print(table)
+            about = [
+                f"{item['family']}; needs {item['needs']}"
+                + ("" if item["seeded"] else ", unseeded"),
+                f"metrics {metrics}",
+                f"enters {item['aggregate'] or '—'}",
+            ]
+            if item["references"]:
+                about.append(f"references {', '.join(item['references'])}")
+            params = "\n".join(f"{p['name']}={p['default']}" for p in item["params"])
+            rows.append((item["name"], "\n".join(about), params or "—"))
+        headers = ("task", "family, needs, metrics (headline *)", "params (defaults)")
+        print_table(headers, rows)

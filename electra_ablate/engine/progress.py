@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Literal
 
 ProgressMode = Literal["live", "plain", "off"]
@@ -79,3 +81,51 @@ class ProgressLine:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
+
+
+STATUS_DELAY_S = 2.0
+"""A plain status line waits this long: a command that finishes (or fails on bad input, with its
+one line of error) sooner prints nothing more."""
+
+
+@contextmanager
+def status_line(first: str, mode: ProgressMode = "plain") -> Iterator[Callable[[str], None]]:
+    """What a slow command is doing, for as long as the block runs: a live rich status line
+    on a terminal (replaced by each ``say(text)``); on a pipe, plain lines on stderr, the first
+    after ``STATUS_DELAY_S`` (the latest text by then), then one per ``say``; nothing when off.
+    Yields ``say``."""
+    if mode == "off":
+        yield lambda _: None
+        return
+    if mode == "live":
+        from rich.console import Console
+
+        with Console(stderr=True).status(first) as live:
+            yield lambda text: live.update(text)
+        return
+    import threading
+
+    lock = threading.Lock()
+    state = {"text": first, "started": False}
+
+    def show(text: str) -> None:
+        print(f"{text} ...", file=sys.stderr, flush=True)
+
+    def start() -> None:
+        with lock:
+            state["started"] = True
+            show(str(state["text"]))
+
+    def say(text: str) -> None:
+        with lock:
+            state["text"] = text
+            if state["started"]:
+                show(text)
+
+    timer = threading.Timer(STATUS_DELAY_S, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield say
+    finally:
+        timer.cancel()

@@ -243,4 +243,8 @@ def header(
     if tables is not None:
         rows.append(("Tables", tables))
     name = study.get("name") or run_dir.name
-    return f"# Study `{name}`\n\n" + table(["", ""], rows)
+    # What the study is for, in its author's words: a plumbing check must say so before the
+    # report ranks anything.
+    described = " ".join(str((study.get("spec") or {}).get("description") or "").split())
+    about = f"*{described}*\n\n" if described else ""
+    return f"# Study `{name}`\n\n{about}" + table(["", ""], rows)

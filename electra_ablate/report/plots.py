@@ -20,7 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from electra_ablate.evaluation.task import TaskFamily
 from electra_ablate.objective import KIND_PRIOR, metric_kind
-from electra_ablate.results import ordered_tasks
+from electra_ablate.results import constant_tasks, ordered_tasks
 from electra_ablate.storage import atomic_file
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
@@ -222,16 +222,29 @@ def plot_task_scores(
     (``<family>_tasks_vs_flops``)."""
     headline = tasks.filter(pl.col("headline"))
     names = ordered_tasks(headline["task"].to_list())
+    constant = constant_tasks(tasks, float(tasks["checkpoint_fraction"].max()))
     fig, axes = grid(len(names))
     for ax, task in zip(axes, names, strict=True):
         rows = headline.filter(pl.col("task") == task)
         median_with_band(ax, rows, colors)
         left_out = family.aggregate is not None and not rows["in_aggregate"].any()
         note = f" — not in {family.aggregate}" if left_out else ""
+        if task in constant:
+            note += f"\nevery model {constant[task]:.1f}"
         ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
-    fig.suptitle("median over models; band: min–max over seeds", fontsize="small")
-    handles = [Line2D([], [], color=c, marker="o", label=label) for label, c in colors.items()]
+    several_seeds = bool((headline["n"] > 1).any()) if "n" in headline.columns else True
+    band = "; band: min–max over seeds" if several_seeds else " (one seed: no band)"
+    fig.suptitle(f"median over models{band}", fontsize="small")
+    # a legend entry drawn as its rows are: curves with markers, references dotted at 0 FLOPs
+    curves = set(headline.filter(pl.col("flops_paper") > 0)["label"].to_list())
+    handles = [
+        Line2D([], [], color=c, marker="o", label=label)
+        if label in curves
+        else Line2D([], [], color=c, linestyle=":", linewidth=1.2, label=label)
+        for label, c in colors.items()
+        if label in set(headline["label"].to_list())
+    ]
     if (headline["objective"] == BASELINE_OBJECTIVE).any():
         handles.append(
             Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="no pre-training")

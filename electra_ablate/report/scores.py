@@ -26,6 +26,7 @@ from electra_ablate.report.markdown import (
 )
 from electra_ablate.results import (
     checkpoint_values,
+    constant_tasks,
     evaluated_only_at_start,
     ordered_tasks,
     ranking,
@@ -91,15 +92,44 @@ def left_out(tasks: pl.DataFrame) -> list[str]:
     return ordered_tasks(headline.filter(~pl.col("in_aggregate"))["task"].to_list())
 
 
-def task_header(family: TaskFamily, tasks: pl.DataFrame, names: Sequence[str]) -> list[str]:
+def task_header(
+    family: TaskFamily,
+    tasks: pl.DataFrame,
+    names: Sequence[str],
+    constant: dict[str, float] | None = None,
+) -> list[str]:
+    """Each task column's heading: its headline metric, whether the family's score leaves it
+    out, and whether every model gives it one value (``constant_tasks``)."""
     headline = tasks.filter(pl.col("headline"))
     excluded = set(left_out(tasks)) if family.aggregate else set()
+    constant = constant or {}
     out = []
     for task in names:
         metric = lookup(headline, task=task)["metric"]
         note = f", not in {family.title}" if task in excluded else ""
+        if task in constant:
+            note += f"; every model {constant[task]:.1f}"
         out.append(f"{task} ({metric}{note})")
     return out
+
+
+def constant_note(constant: dict[str, float], family: TaskFamily, tasks: pl.DataFrame) -> str:
+    """The sentence under a table with a task every model scores alike."""
+    if not constant:
+        return ""
+    listed = ", ".join(f"{task} ({value:.1f})" for task, value in constant.items())
+    entering = [t for t in constant if t not in left_out(tasks)] if family.aggregate else []
+    enters = (
+        f" {', '.join(entering)} still {'enters' if len(entering) == 1 else 'enter'} "
+        f"{family.title} as measured."
+        if entering
+        else ""
+    )
+    return (
+        f"*Every model gives one value*, the no-pre-training baseline included: {listed}. Such "
+        "a task tells the objectives nothing here (typically every encoder predicts one class)."
+        + enters
+    )
 
 
 def final_section(
@@ -124,6 +154,7 @@ def final_section(
     comparison = verdicts.compare(checkpoint_values(results, final))
     names = task_columns(tasks)
     headline = tasks.filter(pl.col("headline"))
+    constant = constant_tasks(tasks, final)
     # with one model per label both aggregations are the same number: show it once
     both = not comparison.single_models
     rows = []
@@ -188,7 +219,7 @@ def final_section(
                 "Seeds (pre-training × fine-tuning)",
                 *([f"{title} (paper)"] if both else []),
                 "vs none [95% CI]",
-                *task_header(family, tasks, names),
+                *task_header(family, tasks, names, constant),
                 *([family.published_label] if family.published else []),
             ],
             rows,
@@ -200,18 +231,23 @@ def final_section(
         f"baseline's, with the CI of that difference. Task columns: median (min–max) over "
         f"models. {family.published_note}".strip(),
     ]
-    note = verdicts.noise_note(comparison, ranked["label"].to_list())
-    if note:
-        parts.append(note)
+    for note in (
+        constant_note(constant, family, tasks),
+        verdicts.noise_note(comparison, ranked["label"].to_list()),
+    ):
+        if note:
+            parts.append(note)
     pairs = verdicts.pairs_table(
         [*ranked["label"].to_list(), *([baseline] if baseline else [])], comparison
     )
-    if pairs:
+    if pairs.startswith("|"):
         parts += [
             f"Every pair's difference in median {title} per model, with its 95% CI (*paired*: "
             "the bootstrap draws the same seeds for both, as the design pairs them):",
             pairs,
         ]
+    elif pairs:  # one line in place of a table of unresolved rows
+        parts.append(pairs)
     if any(o in family.published for o in objective_of.values()):
         parts.append(
             published_ordering(family, set(objective_of.values()), comparison, objective_of)
@@ -255,13 +291,14 @@ def task_section(
                 ],
             ]
         )
-    return "\n\n".join(
-        [
-            f"## {family.title}: results at the final budget ({fraction(final)})",
-            table(["Label", *task_header(family, tasks, names)], rows),
-            figure(f"{family.title} tasks vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
-        ]
-    )
+    constant = constant_tasks(tasks, final)
+    parts = [
+        f"## {family.title}: results at the final budget ({fraction(final)})",
+        table(["Label", *task_header(family, tasks, names, constant)], rows),
+        constant_note(constant, family, tasks),
+        figure(f"{family.title} tasks vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
+    ]
+    return "\n\n".join(part for part in parts if part)
 
 
 def checkpoint_section(

@@ -181,6 +181,11 @@ def pairs_table(labels: Sequence[str], comparison: Comparison) -> str:
         )
     if not rows:
         return ""
+    if all(row[-1] == "no interval: unresolved" for row in rows):
+        return (
+            f"*Every pair's difference*: none of the {len(rows)} pairs has an interval (one "
+            "model per arm), so none is resolved; the scores above give each difference."
+        )
     return table(
         ["A", "B", "A − B", "95% CI", "Draw", "Seeds (pre-training × fine-tuning)", "Verdict"], rows
     )
@@ -206,6 +211,8 @@ def claims_section(
     if not found:
         return ""
     rows, plans = [], []
+    # No arm with a variance: every claim is unresolved for the same reason, said once below.
+    single_models = all(v.difference.n_pretrain * v.difference.n_finetune == 1 for v in found)
     for v in found:
         claim, d = v.binding.claim, v.difference
         paper_numbers = (
@@ -223,7 +230,7 @@ def claims_section(
                 f"**{v.verdict}**" + (" (fine-tuning noise only)" if noise_only(d) else ""),
             ]
         )
-        if v.verdict == stats.UNRESOLVED:
+        if v.verdict == stats.UNRESOLVED and not single_models:
             line = f"- *{claim.statement}* ({v.binding.label_a} − {v.binding.label_b}): {v.power}."
             command = plan_command(study, v.plan, v.difference)
             if command:
@@ -247,6 +254,14 @@ def claims_section(
         "size.",
         table(["Claim", "Paper", "Ours (A − B)", "A − B [95% CI]", "Seeds, draw", "Verdict"], rows),
     ]
+    if single_models:
+        pilot = plan_command(study, None, found[0].difference)
+        parts.append(
+            "**No claim can be resolved here**: every arm is one model (one pre-training and one "
+            "fine-tuning seed), so no variance was measured and no seed plan can be computed "
+            f"from this study. A pilot with {paper.PILOT[0]} pre-training × {paper.PILOT[1]} "
+            "fine-tuning seeds measures it." + (f" Its cost: `{pilot}`" if pilot else "")
+        )
     if plans:
         parts += [
             "**Seeds that would resolve each unresolved claim** (at the variance measured here; "

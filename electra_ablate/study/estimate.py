@@ -1,18 +1,30 @@
 """``ablate run --dry-run``: the plan of every unit and how long the study will take here.
 
-Timing uses the real code: a few steps of the ``Trainer``'s own ``train_step`` per objective
-and each task's own estimate on a fresh encoder (for a fine-tuned task, a short real
-fine-tune), measured with as many threads as each worker will get,
-then the work is packed onto the workers as ``--workers`` runs it (every pre-training run first,
-longest first, then each fine-tune as its own item) to give the study's wall time.
+Timing uses the real code: the ``Trainer``'s own ``train_step`` per objective and each task's own
+estimate on a fresh encoder (for a fined-tuned task, a short real fine-tune), then the work is
+packed onto the workers as ``--workers`` runs it (every pre-training run first, longest first,
+then each fine-tune as its own item) to give the study's wall time.
+
+Timing with all threads is fragile: a process busy on one of two cores stalls every multi-thread
+step at its barriers, and three timed steps once varied 23x on one machine within half an hour.
+So every step is timed on ONE thread, in CPU time (on a CPU device): the seconds the step
+computes, which other processes sharing the cores do not stretch the way they stretch its wall
+time. The median of ``TIMED_WINDOWS`` one-step windows is kept, and the threads a worker will
+have enter through a wall-time speed-up measured on the first objective and kept within
+[1, threads]. A task's own estimate is converted the same way (by the CPU share its timing got).
+Beside the estimate go a range (perfect thread scaling on an idle machine, to no thread gain
+at the load measured) and that load.
 """
 
 from __future__ import annotations
 
 import heapq
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +42,17 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.threads import torch_threads
 
-TIMED_STEPS = 3
+TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
+SPEEDUP_WINDOWS = 3  # windows at the workers' thread count, against as many on one thread
+
+
+@dataclass
+class StepTiming:
+    """Seconds per training step on one thread: the median and the extremes of its windows."""
+
+    median: float
+    fastest: float
+    slowest: float
 
 
 @dataclass
@@ -39,40 +61,93 @@ class StudyEstimate:
     serial_s: float  # the remaining work one after another
     wall_s: float  # the remaining work on ``workers`` processes
     how: str
+    wall_range_s: tuple[float, float] = (0.0, 0.0)  # the fastest and slowest it could be
+    load: str = ""  # the machine's load while it was measured
 
 
-def estimate_study(study: Study, units: list[Unit], workers: int = 1) -> StudyEstimate:
+def load_factor() -> float:
+    """How many runnable processes each core has (at least 1): the slowdown a run started now
+    would see if the load stayed."""
+    try:
+        return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    except OSError:
+        return 1.0
+
+
+def machine_load() -> str:
+    """``load 1.9 on 2 cores``: the 1-minute load average the timing ran under."""
+    cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:  # no load average on this platform
+        return f"{cores} cores, load unknown"
+    return f"load {load:.1f} on {cores} cores"
+
+
+def estimate_study(
+    study: Study,
+    units: list[Unit],
+    workers: int = 1,
+    say: Callable[[str], None] | None = None,
+) -> StudyEstimate:
+    """The plan's rows with their estimated minutes and the study's wall time; ``say`` is told
+    what is being timed (the command shows it as progress)."""
+    say = say or (lambda _: None)
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
-    with torch_threads(threads):
-        step_s: dict[str, float] = {}
+    load_before = machine_load()
+    speedup: float | None = None
+    with torch_threads(1):
+        steps: dict[str, StepTiming] = {}
         job_s: dict[tuple[str, str, str | None], float] = {}
-        rows, pretrain_costs, finetune_costs = [], [], []
+        rows, costs = [], {"mid": ([], []), "low": ([], []), "high": ([], [])}
+        runs = [u for u in units if isinstance(u, RunUnit) and not u.done]
         for unit in units:
-            pretrain_s = 0.0
-            if isinstance(unit, RunUnit):
-                if unit.label not in step_s:  # seeds of one entry cost the same
-                    step_s[unit.label] = time_steps(study, unit)
-                pretrain_s = step_s[unit.label] * unit.plan.total_steps
-            finetune_s = 0.0
+            pretrain = {"mid": 0.0, "low": 0.0, "high": 0.0}
+            if isinstance(unit, RunUnit) and not unit.done:
+                if unit.label not in steps:  # seeds of one entry cost the same
+                    say(f"timing {unit.label}'s steps ({len(steps) + 1} of {len(runs)} objectives)")
+                    steps[unit.label] = time_steps(study, unit)
+                    if speedup is None:
+                        say(f"measuring the speed-up of {threads} thread(s)")
+                        speedup = thread_speedup(study, unit, threads)
+                timing, n = steps[unit.label], unit.plan.total_steps
+                pretrain = {
+                    "mid": timing.median / speedup * n,
+                    "low": timing.fastest / threads * n,
+                    "high": timing.slowest * load_factor() * n,
+                }
+            finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
             for job in study.jobs(unit, ready_only=False):
                 if study.layout.finetune_record(job.job_id).exists():
                     continue
                 task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
+                    say(f"timing {job.task}" + (f" ({job.reference})" if job.reference else ""))
                     job_s[task_key] = time_job(study, unit, job)
-                finetune_s += job_s[task_key]
-                finetune_costs.append(job_s[task_key])
+                one = job_s[task_key]  # on one thread
+                scaled = {
+                    "mid": one / (speedup or 1.0),
+                    "low": one / threads,
+                    "high": one * load_factor(),
+                }
+                for key, cost in scaled.items():
+                    finetune[key] += cost
+                    costs[key][1].append(cost)
             if not unit.done:
-                pretrain_costs.append(pretrain_s)
-            rows.append(plan_row(unit, pretrain_s, finetune_s))
+                for key in costs:
+                    costs[key][0].append(pretrain[key])
+            rows.append(plan_row(unit, pretrain["mid"], finetune["mid"]))
+    load = f"{load_before} before timing, {machine_load()} after"
     how = (
-        f"measured on this machine at {threads} thread(s) per process: the median of "
-        f"{TIMED_STEPS} training steps per objective and each task's estimate (a "
-        f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task), scaled to the plan; wall "
-        f"time packs the runs (longest first), then the evaluations onto {workers} worker(s)"
+        f"each objective's training step timed on 1 thread in CPU time (the median of "
+        f"{TIMED_WINDOWS} windows) and scaled by the measured speed-up of {threads} "
+        f"thread(s) per process (x{speedup or 1.0:.2f}); each task's estimate (a "
+        f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task) likewise; wall time packs "
+        f"the runs (longest first), then the evaluations onto {workers} worker(s)"
     )
-    serial = sum(pretrain_costs) + sum(finetune_costs)
-    return StudyEstimate(rows, serial, makespan(pretrain_costs, finetune_costs, workers), how)
+    serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
+    walls = {key: makespan(*costs[key], workers) for key in costs}
+    return StudyEstimate(rows, serial, walls["mid"], how, (walls["low"], walls["high"]), load)
 
 
 def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]:
@@ -94,8 +169,46 @@ def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]
     }
 
 
-def time_steps(study: Study, unit: RunUnit) -> float:
-    """Seconds per training step of the unit's objective: the real ``Trainer.train_step``."""
+def time_steps(study: Study, unit: RunUnit, windows: int = TIMED_WINDOWS) -> StepTiming:
+    """Seconds per training step of the unit's objective on one thread: the real
+    ``Trainer.train_step`` in ``windows`` one-step windows after a warm-up step, in CPU time
+    on a CPU device (``compute_clock``)."""
+    windows = max(1, min(windows, unit.plan.total_steps - 1))  # never past the plan's end
+    with torch_threads(1), stepper(study, unit, compute_clock(study)) as step:
+        times = [step() for _ in range(windows)]
+    return StepTiming(statistics.median(times), min(times), max(times))
+
+
+def thread_speedup(study: Study, unit: RunUnit, threads: int) -> float:
+    """How much faster a step runs on ``threads`` threads than on one, measured on ``unit``'s
+    objective in alternating windows (so a burst of load hits both alike), kept in
+    [1, threads]: a busy core makes more threads no faster, never the estimate 20x slower."""
+    pairs = min(SPEEDUP_WINDOWS, (unit.plan.total_steps - 1) // 2)  # never past the plan's end
+    if threads <= 1 or pairs < 1:
+        return 1.0
+    one, many = [], []
+    with stepper(study, unit) as step:
+        for _ in range(pairs):
+            with torch_threads(1):
+                one.append(step())
+            with torch_threads(threads):
+                many.append(step())
+    return min(max(min(one) / min(many), 1.0), float(threads))
+
+
+def compute_clock(study: Study) -> Callable[[], float]:
+    """The clock a one-thread timing reads: the process's CPU time on a CPU device (what the
+    work costs, however many other processes share the core), wall time on a GPU."""
+    return time.process_time if torch.device(study.device).type == "cpu" else time.perf_counter
+
+
+@contextmanager
+def stepper(
+    study: Study, unit: RunUnit, clock: Callable[[], float] = time.perf_counter
+) -> Iterator[Callable[[], float]]:
+    """A function that runs one real training step of ``unit`` and returns its seconds on
+    ``clock``, on a throwaway run folder; one warm-up step (caches, allocations) is taken
+    first."""
     data = study.data(unit.spec).data
     spec = unit.spec.pretrain
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,28 +223,35 @@ def time_steps(study: Study, unit: RunUnit) -> float:
         )
         trainer = Trainer(study.build(unit), run, study.device, progress=False)
         trainer.start_or_resume()
-        times = []
-        for _ in range(TIMED_STEPS + 1):  # the first step warms caches up and is dropped
-            start = time.perf_counter()
+
+        def step() -> float:
+            start = clock()
             trainer.train_step()
             trainer.step += 1
-            times.append(time.perf_counter() - start)
-    return statistics.median(times[1:])
+            return clock() - start
+
+        step()
+        yield step
 
 
 def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
     """Seconds one evaluation of ``job``'s task takes: the task's own estimate, on a freshly
     initialised encoder of the unit's backbone (what the weights are does not change the cost);
-    a reference scorer, timed once."""
+    a reference scorer, timed once. Called on one thread: on a CPU device the wall-time answer
+    is scaled by the share of a core the timing got (CPU over wall time), so other processes'
+    load does not stretch it."""
+    clock = compute_clock(study)
+    wall, cpu = time.perf_counter(), clock()
     task = get_task(job.task)
     if job.reference is not None:
-        start = time.perf_counter()
         task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
-        return time.perf_counter() - start
+        return clock() - cpu
     kept = LoadedKept(
         fresh_kept(study.backbone(unit.spec)), {}, study.data(unit.spec).data.tokenizer_dir
     )
-    return task.estimate_seconds(kept, job.settings, study.device)
+    seconds = task.estimate_seconds(kept, job.settings, study.device)
+    share = (clock() - cpu) / max(time.perf_counter() - wall, 1e-9)
+    return seconds * min(share, 1.0)
 
 
 def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:
