@@ -146,11 +146,14 @@ class TokenBinaryHead(nn.Module):
 
 
 def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Boolean SDPA mask [B, 1, 1, L] (True = attend), or None when nothing is padded.
+    """Boolean SDPA mask [B, 1, 1, L] (True = attend), or None for a batch without padding.
 
-    Returning None for full rows keeps SDPA on its fastest kernel.
+    Whether a batch has padding is decided on the host, where the batch is built: a batch whose
+    rows are all full carries no ``attention_mask`` (``objective.Batch``). Asking the device
+    (``attention_mask.all()``) would stall a GPU step, and without a mask SDPA may pick its
+    fastest (flash) kernel.
     """
-    if attention_mask is None or bool(attention_mask.all()):
+    if attention_mask is None:
         return None
     return attention_mask.bool()[:, None, None, :]
 

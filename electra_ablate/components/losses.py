@@ -65,17 +65,25 @@ def roc_auc(scores: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -
 
     0.5 means no ranking at all. A batch with only one class has no ranking to measure and
     also gives 0.5.
+
+    Computed with static shapes and no host sync (a GPU step never waits for it, and it
+    compiles into the step): every position is sorted, the unweighted ones as +inf so they
+    sort last, and each group of tied scores gets the average rank of its weighted members.
     """
-    keep = weights.bool()
-    s, y = scores[keep].float(), labels[keep].bool()
-    n_pos = y.sum().double()
-    n_neg = y.numel() - n_pos
-    if n_pos == 0 or n_neg == 0:
-        return torch.tensor(0.5, device=scores.device)
-    _, inverse, counts = torch.unique(s, return_inverse=True, return_counts=True)
-    average_rank = counts.cumsum(0).double() - (counts.double() - 1) / 2  # 1-based, tied averaged
-    rank_sum = average_rank[inverse][y].sum()
-    return ((rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)).float()
+    keep = weights.bool().flatten()
+    s = torch.where(keep, scores.flatten().float(), float("inf"))
+    y = (labels.bool().flatten() & keep).double()
+    n_pos = y.sum()
+    n_neg = keep.double().sum() - n_pos
+    sorted_scores, order = torch.sort(s)
+    new_group = torch.ones_like(keep)
+    new_group[1:] = sorted_scores[1:] != sorted_scores[:-1]
+    group = new_group.long().cumsum(0) - 1  # tied scores share a group, groups in score order
+    members = torch.zeros_like(s, dtype=torch.double).scatter_add_(0, group, keep[order].double())
+    average_rank = members.cumsum(0) - (members - 1) / 2  # 1-based, tied averaged
+    rank_sum = (average_rank[group] * y[order]).sum()
+    auc = (rank_sum - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg).clamp(min=1)
+    return torch.where((n_pos > 0) & (n_neg > 0), auc, 0.5).float()
 
 
 @torch.no_grad()

@@ -189,6 +189,7 @@ def _logits(
 ) -> torch.Tensor:
     """fp32 logits; the encoder runs under bf16 autocast on CUDA, in fp32 on CPU (where bf16 is
     far slower)."""
-    inputs = [batch[key].to(device, non_blocking=True) for key in MODEL_INPUTS]
+    # no attention_mask: no row is padded (the collate decides; see model.padding_mask)
+    inputs = [batch[k].to(device, non_blocking=True) if k in batch else None for k in MODEL_INPUTS]
     with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
         return model(*inputs).float()

@@ -95,7 +95,7 @@ def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]
 
 
 def time_steps(study: Study, unit: RunUnit) -> float:
-    """Seconds per training step of the unit's objective: the real ``Trainer.train_step``."""
+    """Seconds per training step of the unit's objective: the real ``Trainer.advance``."""
     data = study.data(unit.spec).data
     spec = unit.spec.pretrain
     with tempfile.TemporaryDirectory() as tmp:
@@ -113,8 +113,8 @@ def time_steps(study: Study, unit: RunUnit) -> float:
         times = []
         for _ in range(TIMED_STEPS + 1):  # the first step warms caches up and is dropped
             start = time.perf_counter()
-            trainer.train_step()
-            trainer.step += 1
+            trainer.advance()
+            trainer.means.fetch()  # waits for the step: it reads the step's metrics
             times.append(time.perf_counter() - start)
     return statistics.median(times[1:])
 
