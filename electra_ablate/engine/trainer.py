@@ -87,7 +87,7 @@ class MetricMeans:
     count: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # absent in states saved before it
     on_device: dict[tuple[str, ...], list[Any]] = field(default_factory=dict, repr=False)
-    """Key tuple -> [float64 sums tensor, steps], for the steps whose tensor metrics had these keys."""
+    """Key tuple -> [float64 sums on the device, steps] of the steps with those tensor metrics."""
 
     def add(self, metrics: dict[str, torch.Tensor | float]) -> None:
         tensors = {k: v for k, v in metrics.items() if isinstance(v, torch.Tensor)}
