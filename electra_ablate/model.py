@@ -111,7 +111,9 @@ class Encoder(nn.Module):
     ) -> torch.Tensor:
         x = self.embeddings(input_ids, token_type_ids)
         if self.project is not None:
-            x = self.project(x)
+            # autocast gives the projection's output in bf16; a pre-LN encoder adds every
+            # sublayer onto it, so it keeps the embeddings' dtype (fp32) as post-LN's does
+            x = self.project(x).to(x.dtype)
         attn_mask = padding_mask(attention_mask)
         for layer in self.layers:
             x = layer(x, attn_mask)

@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from electra_ablate.config import BackboneConfig, preset
+from electra_ablate.config import BackboneConfig, Precision, preset
 from electra_ablate.data.config import DataSpec
 from electra_ablate.errors import AblateError, SpecError, did_you_mean
 from electra_ablate.finetune.recipe import FinetuneRecipe
@@ -145,6 +145,12 @@ class PretrainSpec(Strict):
     )
     tensorboard: bool = Field(
         False, description="also log every metric to <run>/tensorboard (needs the extra)"
+    )
+    precision: Precision = Field(
+        "auto",
+        description="autocast of the matrix products: auto (bf16 on CUDA, fp32 on CPU), bf16, "
+        "fp16 (with a gradient scaler, for GPUs without bf16) or fp32; weights, losses and "
+        "metrics stay fp32. Like the device, not part of a run's identity; each run records it",
     )
 
 

@@ -68,7 +68,7 @@ class AllTokensMLM(Objective):
                 **c.metrics,
                 "all_tokens_loss": loss.detach(),
                 "all_tokens_acc": masked_mean((predicted == batch["input_ids"]).float(), weights),
-                "copy_prob": masked_mean(torch.sigmoid(gate), weights),
+                "copy_prob": masked_mean(torch.sigmoid(gate.float()), weights),
             }
         return StepOutput(c.mlm_loss + loss, metrics)
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -28,6 +26,7 @@ from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import MetricsLog
 from electra_ablate.engine.optim import learning_rate, make_optimizer
 from electra_ablate.engine.plan import RunPlan
+from electra_ablate.engine.precision import autocast, grad_scaler, resolve_precision
 from electra_ablate.engine.progress import ProgressLine, ProgressMode, progress_mode
 from electra_ablate.engine.state import (
     load_latest_state,
@@ -153,6 +152,8 @@ class Trainer:
         self.diverged: dict[str, Any] | None = None
         self.first_nonfinite: torch.Tensor | None = None  # [] long on the device, -1: none yet
         self.checked_at = -1  # the step check_finite last read first_nonfinite at
+        self.precision = resolve_precision(run.spec.precision, self.device)
+        self.scaler = grad_scaler(self.device, self.precision)  # fp16 only
 
     # ------------------------------------------------------------------ the loop
     def train(self, stop_at: int | None = None) -> dict[str, Any]:
@@ -190,6 +191,7 @@ class Trainer:
             **{f"flops_{c}": v for c, v in flops.items()},
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
+            "precision": self.precision,  # like the device, not part of the run's identity
         }
 
     def start_or_resume(self) -> None:
@@ -227,14 +229,21 @@ class Trainer:
         batch = {k: v.to(self.device, non_blocking=True) for k, v in host_batch.items()}
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.plan, self.step, self.spec)
-        with autocast(self.device):
+        with autocast(self.device, self.precision):
             out = self.model(batch)
         metrics: dict[str, torch.Tensor | float] = {"loss": out.loss.detach(), **out.metrics}
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()  # under DDP the gradients are averaged over ranks here
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
-        self.optimizer.step()
+        if self.scaler is None:
+            out.loss.backward()  # under DDP the gradients are averaged over ranks here
+            metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
+            self.optimizer.step()
+        else:  # fp16: scaled gradients, unscaled before clipping; overflowing steps are skipped
+            self.scaler.scale(out.loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
         return metrics, int(host_batch["input_ids"].numel())
 
@@ -302,7 +311,7 @@ class Trainer:
             self.objective.eval()
             for i in range(self.spec.eval_batches):
                 batch = {k: v.to(self.device) for k, v in self.run.heldout_batches.batch(i).items()}
-                with autocast(self.device):
+                with autocast(self.device, self.precision):
                     out = self.objective(batch)
                 means.add({"loss": out.loss.detach(), **out.metrics})
             self.objective.train()
@@ -319,6 +328,7 @@ class Trainer:
                 "stage_start_loss": self.fetch_start_losses(),
                 "diverged": self.diverged,
                 "vocab_sha256": vocab_sha256(self.run.tokenizer_dir),
+                "grad_scaler": None if self.scaler is None else self.scaler.state_dict(),
             }
             save_state(
                 self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
@@ -387,6 +397,8 @@ class Trainer:
         # absent in states saved before divergence was watched: the next step starts the watch
         self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
         self.diverged = counters.get("diverged")
+        if self.scaler is not None and counters.get("grad_scaler"):
+            self.scaler.load_state_dict(counters["grad_scaler"])
         if self.dist.is_main:
             self.log.truncate(self.step)
 
@@ -420,13 +432,3 @@ def nonfinite_message(step: int, stage: str, means: dict[str, float]) -> str:
     bad = [k for k, v in means.items() if k.endswith("_loss") and not math.isfinite(v)]
     terms = ", ".join(f"{k}={means[k]}" for k in bad) or f"loss={means.get('loss')}"
     return f"non-finite loss at step {step} (stage {stage}): {terms}"
-
-
-@contextmanager
-def autocast(device: torch.device) -> Iterator[None]:
-    """bf16 autocast on CUDA; fp32 on CPU, where bf16 is hundreds of times slower."""
-    if device.type == "cuda":
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            yield
-    else:
-        yield

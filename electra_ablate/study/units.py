@@ -24,9 +24,19 @@ from electra_ablate.layout import BASELINE_FRACTION, RunLayout
 from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
-    {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
+    {
+        "seeds",
+        "log_every",
+        "eval_batches",
+        "resume_every",
+        "num_threads",
+        "tensorboard",
+        "precision",
+    }
 )
-"""``pretrain`` fields that say how a run reports or runs, not what it learns."""
+"""``pretrain`` fields that say how a run reports or runs, not what it learns. ``precision`` is
+here as the device is (``auto`` already meant bf16 on CUDA and fp32 on the CPU): each run
+records the precision it trained in (its summary, ``precision``)."""
 
 BASELINE_OBJECTIVE = "none"
 BASELINE_LABEL = "no pre-training"
