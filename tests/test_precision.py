@@ -21,6 +21,7 @@ from electra_ablate.finetune import FinetuneRecipe, finetune_task
 from electra_ablate.kept import LoadedKept
 from electra_ablate.model import Encoder, TokenBinaryHead
 from electra_ablate.objective import KeptModel, build_objective
+from electra_ablate.report.header import deviations
 from electra_ablate.spec import PretrainSpec
 from electra_ablate.testing import contract_batch
 
@@ -116,3 +117,15 @@ def test_pre_ln_with_an_embedding_projection_keeps_the_residual_in_fp32():
     with autocast(torch.device("cpu"), "bf16"):
         encoder(torch.randint(5, CFG.vocab_size, (2, 12)))
     assert seen == [torch.float32, torch.float32]
+
+
+def test_the_report_names_reduced_precision_as_a_deviation():
+    glue = {"tasks": ["sst2"]}
+    assert not [d for d in deviations({"finetune": glue}) if "autocast" in d]
+    on_gpu = deviations({"device": "cuda", "finetune": glue})
+    assert "pre-training matrix products in bf16 autocast (the original code: fp32)" in on_gpu
+    assert "fine-tuning matrix products in bf16 autocast (the original code: fp32)" in on_gpu
+    fp16 = deviations({"pretrain": {"precision": "fp16"}, "finetune": glue})
+    assert [d for d in fp16 if "autocast" in d] == [
+        "pre-training matrix products in fp16 autocast (the original code: fp32)"
+    ]
