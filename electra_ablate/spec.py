@@ -146,6 +146,11 @@ class PretrainSpec(Strict):
     tensorboard: bool = Field(
         False, description="also log every metric to <run>/tensorboard (needs the extra)"
     )
+    compile: bool | Literal["auto"] = Field(
+        "auto",
+        description="torch.compile the training forward: auto (on CUDA only), true or false; "
+        "random draws stay eager-mode, so only rounding changes. Not part of a run's identity",
+    )
     precision: Precision = Field(
         "auto",
         description="autocast of the matrix products: auto (bf16 on CUDA, fp32 on CPU), bf16, "

@@ -7,11 +7,14 @@ into 24 graphs (23 breaks).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
-from engine_helpers import CFG, UNIFORM
+from engine_helpers import CFG, UNIFORM, make_trainer
 from objective_names import BUILT_IN
 
+from electra_ablate.engine.compiling import use_compile
 from electra_ablate.objective import build_objective
 from electra_ablate.testing import contract_batch
 
@@ -39,3 +42,27 @@ def test_the_training_forward_is_one_graph(name, params, stage, padded):
     explained = dynamo.explain(objective)(batch)
     reasons = [b.reason for b in explained.break_reasons]
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), reasons
+
+
+@pytest.mark.slow
+def test_a_compiled_step_draws_what_eager_draws_and_computes_the_same(tmp_path):
+    """pretrain.compile changes rounding only: same masks and samples (eager random numbers),
+    the same losses and metrics to float tolerance, over a few optimizer steps."""
+    runs = {}
+    for option in (False, True):
+        trainer = make_trainer(tmp_path / str(option), "electra", compile=option, steps_of_budget=6)
+        summary = trainer.train()
+        assert summary["compiled"] is option
+        rows = (tmp_path / str(option) / "metrics.jsonl").read_text().splitlines()
+        runs[option] = [json.loads(r) for r in rows]
+    for eager, fused in zip(runs[False], runs[True], strict=True):
+        for key, value in eager.items():
+            if key not in ("tokens_per_s",) and isinstance(value, float):
+                assert fused[key] == pytest.approx(value, rel=1e-3, abs=1e-5), key
+
+
+def test_compile_is_on_by_default_on_cuda_only():
+    assert use_compile("auto", torch.device("cuda")) and not use_compile(
+        "auto", torch.device("cpu")
+    )
+    assert use_compile(True, torch.device("cpu")) and not use_compile(False, torch.device("cuda"))

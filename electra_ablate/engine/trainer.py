@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import torch
 
+from electra_ablate.engine.compiling import compiled, use_compile
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import MetricsLog
 from electra_ablate.engine.optim import learning_rate, make_optimizer
@@ -146,6 +147,7 @@ class Trainer:
         self.step = 0
         self.stage = 0
         self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
+        self.forward: Any = self.model  # the model, compiled when pretrain.compile says so
         self.optimizer: torch.optim.AdamW | None = None
         # per stage (as a str: JSON keys); a device tensor until the next log row reads it
         self.stage_start_loss: dict[str, float | torch.Tensor] = {}
@@ -192,6 +194,7 @@ class Trainer:
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
             "precision": self.precision,  # like the device, not part of the run's identity
+            "compiled": use_compile(self.spec.compile, self.device),
         }
 
     def start_or_resume(self) -> None:
@@ -230,7 +233,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.plan, self.step, self.spec)
         with autocast(self.device, self.precision):
-            out = self.model(batch)
+            out = self.forward(batch)
         metrics: dict[str, torch.Tensor | float] = {"loss": out.loss.detach(), **out.metrics}
         self.optimizer.zero_grad(set_to_none=True)
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -383,6 +386,9 @@ class Trainer:
         self.objective.train()
         self.optimizer = make_optimizer(self.objective, self.spec)
         self.model = self.dist.wrap(self.objective, self.device)
+        self.forward = (
+            compiled(self.model) if use_compile(self.spec.compile, self.device) else self.model
+        )
 
     def _restore(self, state: Path, counters: dict[str, Any]) -> None:
         check_same_vocab(counters.get("vocab_sha256"), self.run.tokenizer_dir, state)

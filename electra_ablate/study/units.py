@@ -32,6 +32,7 @@ IDENTITY_EXCLUDED = frozenset(
         "num_threads",
         "tensorboard",
         "precision",
+        "compile",
     }
 )
 """``pretrain`` fields that say how a run reports or runs, not what it learns. ``precision`` is
