@@ -83,9 +83,13 @@ def without_special(logits: torch.Tensor, special: SpecialTokens | Vocab) -> tor
 def sampling_log_probs(
     logits: torch.Tensor, special: SpecialTokens | Vocab, temperature: float
 ) -> torch.Tensor:
-    """log softmax(logits / T) over the ordinary tokens, without gradient."""
+    """log softmax(logits / T) over the ordinary tokens, without gradient (one [..., V]
+    intermediate: the masked copy, divided in place)."""
     with torch.no_grad():
-        return torch.log_softmax(without_special(logits.float(), special) / temperature, dim=-1)
+        scaled = without_special(logits.float(), special)
+        if temperature != 1.0:
+            scaled.div_(temperature)
+        return torch.log_softmax(scaled, dim=-1)
 
 
 @torch.no_grad()
