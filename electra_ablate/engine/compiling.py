@@ -18,7 +18,8 @@ CompileOption = bool | Literal["auto"]
 
 
 def use_compile(option: CompileOption, device: torch.device) -> bool:
-    """``auto``: on CUDA only (on the CPU it was measured slower: bench/RESULTS.md)."""
+    """``auto``: on CUDA only (on the CPU it showed no clear gain for its minutes of
+    compilation: bench/RESULTS.md)."""
     if option == "auto":
         return device.type == "cuda"
     return bool(option)
