@@ -12,7 +12,7 @@ Timed steps alternate between the two in one process so that load from anything 
 the machine hits both alike; the medians are compared. Peak memory is measured per side in child
 processes (a process's high-water mark cannot be split between two models living in it).
 
-    python bench/pretrain_throughput.py --preset tiny --batch 128 --steps 10 [--json]
+    python bench/pretrain_throughput.py --preset tiny --batch 128 --steps 10 [--compile] [--json]
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json
 
 from electra_ablate.config import BackboneConfig, preset
 from electra_ablate.engine import autocast, make_optimizer
+from electra_ablate.engine.compiling import compiled
 from electra_ablate.export import hf_config
 from electra_ablate.flops import objective_flops
 from electra_ablate.objective import build_objective
@@ -56,22 +57,24 @@ class Contender:
     facts: dict[str, object] = field(default_factory=dict)
 
 
-def ours(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+def ours(
+    cfg: BackboneConfig, batch_size: int, device: torch.device, compile: bool = False
+) -> Contender:
     vocab = Vocab.uniform(cfg.vocab_size)
     objective = build_objective("electra", cfg, {}, vocab).to(device).train()
+    forward = compiled(objective) if compile else objective
     optimizer = make_optimizer(objective, SPEC)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)
 
     def step() -> float:  # the engine's train_step, minus data loading and logging
         with autocast(device):
-            out = objective(batch)
-        metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
+            out = forward(batch)
         optimizer.zero_grad(set_to_none=True)
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
         optimizer.step()
-        return metrics["loss"]
+        return out.loss.item()  # metrics stay on the device, as in the engine
 
     flops = objective_flops(objective, cfg.max_seq_len, batch_size)["standard"]
     return Contender(step, {"flops_per_step_standard": flops})
@@ -121,6 +124,11 @@ def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contende
     return Contender(step, {"peer_attention": discriminator.config._attn_implementation})
 
 
+def ours_compiled(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+    """Ours with ``pretrain.compile: true`` (``engine.compiling``)."""
+    return ours(cfg, batch_size, device, compile=True)
+
+
 BUILDERS = {"ours": ours, "peer": peer}
 
 
@@ -140,7 +148,8 @@ def memory_child(
 def benchmark(args: argparse.Namespace) -> dict[str, object]:
     cfg, device = preset(args.preset), torch.device(args.device)
     torch.manual_seed(0)
-    contenders = {side: build(cfg, args.batch, device) for side, build in BUILDERS.items()}
+    builders = BUILDERS | ({"ours_compiled": ours_compiled} if args.compile else {})
+    contenders = {side: build(cfg, args.batch, device) for side, build in builders.items()}
     times: dict[str, list[float]] = {side: [] for side in contenders}
     for i in range(args.warmup + args.steps):
         order = list(contenders) if i % 2 == 0 else list(reversed(contenders))  # alternate firsts
@@ -163,6 +172,15 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
         "ours_step_s_all": times["ours"],
         "peer_step_s_all": times["peer"],
         "peak_matmul_flops": peak,
+        **(
+            {
+                "ours_compiled_tokens_per_s": tokens / median["ours_compiled"],
+                "ours_compiled_step_s": median["ours_compiled"],
+                "ours_compiled_step_s_all": times["ours_compiled"],
+            }
+            if args.compile
+            else {}
+        ),
         **contenders["ours"].facts,
         **contenders["peer"].facts,
     }
@@ -202,12 +220,15 @@ def print_table(result: dict[str, object]) -> None:
     )
     for column in ("", "tokens/s", "median step (s)", "peak RSS (MB)"):
         table.add_column(column, justify="right")
-    for side, label in (("ours", "electra-ablate"), ("peer", "transformers")):
+    sides = [("ours", "electra-ablate"), ("peer", "transformers")]
+    if "ours_compiled_tokens_per_s" in result:
+        sides.insert(1, ("ours_compiled", "electra-ablate, compiled"))
+    for side, label in sides:
         table.add_row(
             label,
             f"{result[f'{side}_tokens_per_s']:,.0f}",
             f"{result[f'{side}_step_s']:.3f}",
-            f"{result[f'peak_rss_{side}_mb']:,.0f}",
+            f"{result.get(f'peak_rss_{side}_mb', float('nan')):,.0f}",
         )
     console = Console()
     console.print(table)
@@ -226,6 +247,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads())
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--compile", action="store_true", help="also time ours with pretrain.compile: true"
+    )
     parser.add_argument("--memory-of", choices=list(BUILDERS), help=argparse.SUPPRESS)
     return parser.parse_args()
 

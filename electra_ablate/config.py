@@ -12,6 +12,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+Precision = Literal["auto", "bf16", "fp16", "fp32"]
+"""Autocast of a training step's matrix products (``engine.precision``): auto is bf16 on CUDA
+and fp32 on the CPU."""
+
 
 class BackboneConfig(BaseModel):
     """Shape of one post-LN BERT/ELECTRA encoder with factorised embeddings."""

@@ -5,7 +5,7 @@ software (Python, torch and its CUDA, the packages the job path needs), each dev
 bf16 and fp16 support, the attention kernel ``scaled_dot_product_attention`` picks for the
 GPU study's shapes (the ``small`` preset, with and without a padded row), whether
 ``torch.compile`` builds and runs, and a timed micro pre-training run on every device through
-the engine's own ``Trainer.train_step`` on synthetic packed batches (no data needed).
+the engine's own ``Trainer.advance`` on synthetic packed batches (no data needed).
 
 Every check reports its failure as a row instead of raising: a doctor that stops at the first
 problem tells less than one that lists them all.
@@ -216,7 +216,7 @@ def compile_works(device: torch.device) -> str:
 
 
 def micro_run(device: torch.device, steps: int) -> str:
-    """``steps`` ELECTRA steps of the ``micro`` preset through ``Trainer.train_step`` (warm-up
+    """``steps`` ELECTRA steps of the ``micro`` preset through ``Trainer.advance`` (warm-up
     step excluded from the timing); the loss must stay finite."""
     cfg = preset(MICRO).with_overrides(vocab_size=MICRO_VOCAB)
     spec = PretrainSpec(batch_size=MICRO_BATCH)
@@ -236,13 +236,11 @@ def micro_run(device: torch.device, steps: int) -> str:
         )
         trainer = Trainer(objective, run, device, progress=False)
         trainer.start_or_resume()
-        trainer.train_step()  # the first step builds kernels and caches: not timed
-        trainer.step += 1
+        trainer.advance()  # the first step builds kernels and caches: not timed
         synchronize(device)
         start = time.perf_counter()
         for _ in range(steps):
-            trainer.train_step()
-            trainer.step += 1
+            trainer.advance()
         synchronize(device)
         seconds = time.perf_counter() - start
     if not all(bool(torch.isfinite(p).all()) for p in objective.parameters()):

@@ -111,7 +111,9 @@ class Encoder(nn.Module):
     ) -> torch.Tensor:
         x = self.embeddings(input_ids, token_type_ids)
         if self.project is not None:
-            x = self.project(x)
+            # autocast gives the projection's output in bf16; a pre-LN encoder adds every
+            # sublayer onto it, so it keeps the embeddings' dtype (fp32) as post-LN's does
+            x = self.project(x).to(x.dtype)
         attn_mask = padding_mask(attention_mask)
         for layer in self.layers:
             x = layer(x, attn_mask)
@@ -146,11 +148,14 @@ class TokenBinaryHead(nn.Module):
 
 
 def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Boolean SDPA mask [B, 1, 1, L] (True = attend), or None when nothing is padded.
+    """Boolean SDPA mask [B, 1, 1, L] (True = attend), or None for a batch without padding.
 
-    Returning None for full rows keeps SDPA on its fastest kernel.
+    Whether a batch has padding is decided on the host, where the batch is built: a batch whose
+    rows are all full carries no ``attention_mask`` (``objective.Batch``). Asking the device
+    (``attention_mask.all()``) would stall a GPU step, and without a mask SDPA may pick its
+    fastest (flash) kernel.
     """
-    if attention_mask is None or bool(attention_mask.all()):
+    if attention_mask is None:
         return None
     return attention_mask.bool()[:, None, None, :]
 

@@ -47,7 +47,11 @@ from electra_ablate.tokens import SpecialTokens, Vocab
 ENTRY_POINT_GROUP = "electra_ablate.objectives"
 
 Batch = dict[str, torch.Tensor]
-"""``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch."""
+"""``input_ids``, ``token_type_ids``, ``attention_mask``: [B, L] tensors of one packed batch.
+
+A batch without padding has no ``attention_mask`` (``batch.get("attention_mask")`` is None):
+the collate decides that on the host, so the encoder never asks the device (``model.padding_mask``).
+"""
 
 HeadKind = Literal["mlm", "binary", "none"]
 """Heads the FLOPs model prices: ``mlm`` a vocabulary softmax at the predicted positions only,

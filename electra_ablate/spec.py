@@ -31,7 +31,7 @@ from pydantic import (
     model_validator,
 )
 
-from electra_ablate.config import BackboneConfig, preset
+from electra_ablate.config import BackboneConfig, Precision, preset
 from electra_ablate.data.config import DataSpec
 from electra_ablate.errors import AblateError, SpecError, did_you_mean
 from electra_ablate.finetune.recipe import FinetuneRecipe
@@ -150,6 +150,17 @@ class PretrainSpec(Strict):
         False,
         description="deterministic CUDA kernels, so that a resumed run ends with the weights of "
         "an unbroken one on a GPU too (always so on a CPU); slower",
+    )
+    compile: bool | Literal["auto"] = Field(
+        "auto",
+        description="torch.compile the training forward: auto (on CUDA only), true or false; "
+        "random draws stay eager-mode, so only rounding changes. Not part of a run's identity",
+    )
+    precision: Precision = Field(
+        "auto",
+        description="autocast of the matrix products: auto (bf16 on CUDA, fp32 on CPU), bf16, "
+        "fp16 (with a gradient scaler, for GPUs without bf16) or fp32; weights, losses and "
+        "metrics stay fp32. Like the device, not part of a run's identity; each run records it",
     )
 
 

@@ -41,6 +41,7 @@ class Vocab(nn.Module):
     unigram: torch.Tensor
     log_unigram: torch.Tensor
     ordinary_ids: torch.Tensor
+    is_special: torch.Tensor
 
     def __init__(self, counts: torch.Tensor, special: SpecialTokens = SpecialTokens()) -> None:
         super().__init__()
@@ -52,6 +53,8 @@ class Vocab(nn.Module):
         self.register_buffer("unigram", probs.float(), persistent=False)
         self.register_buffer("log_unigram", probs.log().float(), persistent=False)
         self.register_buffer("ordinary_ids", (~is_special).nonzero().squeeze(1), persistent=False)
+        # [V] bool, on the objective's device: masking special ids needs no host-built tensor
+        self.register_buffer("is_special", is_special, persistent=False)
 
     @classmethod
     def uniform(cls, size: int, special: SpecialTokens = SpecialTokens()) -> Vocab:
@@ -75,3 +78,14 @@ class Vocab(nn.Module):
     def unigram_nats(self, targets: torch.Tensor) -> torch.Tensor:
         """-log p_unigram(target) per position: a frequency-only model's loss there."""
         return -self.log_unigram[targets]
+
+
+def special_at(input_ids: torch.Tensor, special: SpecialTokens | Vocab) -> torch.Tensor:
+    """[...] bool: True where ``input_ids`` holds a special token (padding included).
+
+    Given the objective's ``Vocab``, a lookup in its ``is_special`` buffer, already on the
+    device; given bare ``SpecialTokens``, the ids are copied from the host at every call, which
+    makes a GPU step wait (kept for callers outside a training step)."""
+    if isinstance(special, Vocab):
+        return special.is_special[input_ids]
+    return torch.isin(input_ids, torch.tensor(special.ids, device=input_ids.device))

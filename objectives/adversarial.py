@@ -82,7 +82,7 @@ class Adversarial(Objective):
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
         weights = non_pad(batch, self.special.pad)
-        replaceable = maskable(batch["input_ids"], self.special)
+        replaceable = maskable(batch["input_ids"], self.vocab)
         d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         metrics = {**c.metrics, **d.metrics}
         if self.stages()[self.stage_index].name == "mle_warmup":
@@ -112,7 +112,7 @@ class Adversarial(Objective):
 
         The baseline reads detached generator states, so G's gradient is purely REINFORCE.
         """
-        policy_logits = without_special(logits.float(), self.special)
+        policy_logits = without_special(logits.float(), self.vocab)
         log_policy = F.log_softmax(policy_logits / self.params.temperature, dim=-1)
         log_p_sample = log_policy.gather(-1, samples.unsqueeze(-1)).squeeze(-1)
         if self.params.baseline:

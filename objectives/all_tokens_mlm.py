@@ -13,7 +13,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra_ablate.components import GeneratorParams, build_generator, masked_mean, non_pad
+from electra_ablate.components import (
+    GeneratorParams,
+    build_generator,
+    masked_mean,
+    non_pad,
+    target_log_softmax,
+)
 from electra_ablate.config import BackboneConfig
 from electra_ablate.model import Encoder, MLMHead, init_weights
 from electra_ablate.objective import (
@@ -32,9 +38,7 @@ def copy_mixture_log_prob(
     logits: torch.Tensor, gate: torch.Tensor, inputs: torch.Tensor, targets: torch.Tensor
 ) -> torch.Tensor:
     """log p(target) under the copy mixture; logits [..., V], gate/inputs/targets [...]."""
-    log_softmax = (
-        F.log_softmax(logits.float(), dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    )
+    log_softmax = target_log_softmax(logits, targets)  # no [positions x V] log-probs kept
     log_generate = F.logsigmoid(-gate.float()) + log_softmax
     log_copy_or_generate = torch.logaddexp(F.logsigmoid(gate.float()), log_generate)
     return torch.where(targets == inputs, log_copy_or_generate, log_generate)
@@ -68,7 +72,7 @@ class AllTokensMLM(Objective):
                 **c.metrics,
                 "all_tokens_loss": loss.detach(),
                 "all_tokens_acc": masked_mean((predicted == batch["input_ids"]).float(), weights),
-                "copy_prob": masked_mean(torch.sigmoid(gate), weights),
+                "copy_prob": masked_mean(torch.sigmoid(gate.float()), weights),
             }
         return StepOutput(c.mlm_loss + loss, metrics)
 

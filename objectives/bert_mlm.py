@@ -47,7 +47,7 @@ class BertMLM(Objective):
 
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
-        slots = select_masked(batch["input_ids"], self.special, p.mask_rate)
+        slots = select_masked(batch["input_ids"], self.vocab, p.mask_rate)
         replacements = bert_corruption(slots, self.vocab, p.mask_token_prob, p.random_token_prob)
         _, logits = self.mlm(batch, slots.scatter(batch["input_ids"], replacements), slots)
         loss = masked_cross_entropy(logits, slots.originals, slots.valid)

@@ -53,7 +53,7 @@ class Electra(Objective):
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
         weights = self.rtd_weights(batch, c)
-        replaceable = maskable(batch["input_ids"], self.special)
+        replaceable = maskable(batch["input_ids"], self.vocab)
         d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         return StepOutput(c.mlm_loss + p.disc_weight * d.loss, {**c.metrics, **d.metrics})
 

@@ -82,7 +82,7 @@ class TwoStage(Objective):
         with torch.no_grad():
             c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
         weights = non_pad(batch, self.special.pad)
-        replaceable = maskable(batch["input_ids"], self.special)
+        replaceable = maskable(batch["input_ids"], self.vocab)
         d = self.discriminator.detect(batch, c.corrupted, c.replaced, weights, replaceable)
         return StepOutput(p.disc_weight * d.loss, {**c.metrics, **d.metrics})
 

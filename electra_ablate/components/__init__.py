@@ -31,6 +31,7 @@ from electra_ablate.components.losses import (
     masked_mean,
     mlm_metrics,
     roc_auc,
+    target_log_softmax,
 )
 from electra_ablate.components.masked_lm import MaskedLM
 from electra_ablate.components.masking import (
@@ -68,5 +69,6 @@ __all__ = [
     "sample_tokens",
     "sampling_log_probs",
     "select_masked",
+    "target_log_softmax",
     "without_special",
 ]

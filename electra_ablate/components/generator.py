@@ -66,23 +66,30 @@ class Corruption:
     metrics: dict[str, torch.Tensor]
 
 
-def without_special(logits: torch.Tensor, special: SpecialTokens) -> torch.Tensor:
+def without_special(logits: torch.Tensor, special: SpecialTokens | Vocab) -> torch.Tensor:
     """Logits with the special tokens' columns at -inf: the distribution samples are drawn from.
 
     A generator is only ever trained to predict ordinary tokens, but an untrained one would
     otherwise sample [MASK], [PAD] or [CLS] into the main model's input now and then, and the
-    replaced-token objectives promise that model never sees [MASK].
+    replaced-token objectives promise that model never sees [MASK]. Pass the objective's
+    ``Vocab`` inside a training step: its ``is_special`` buffer is already on the device.
     """
+    if isinstance(special, Vocab):
+        return logits.masked_fill(special.is_special, float("-inf"))
     ids = torch.tensor(special.ids, device=logits.device)
     return logits.index_fill(-1, ids, float("-inf"))
 
 
 def sampling_log_probs(
-    logits: torch.Tensor, special: SpecialTokens, temperature: float
+    logits: torch.Tensor, special: SpecialTokens | Vocab, temperature: float
 ) -> torch.Tensor:
-    """log softmax(logits / T) over the ordinary tokens, without gradient."""
+    """log softmax(logits / T) over the ordinary tokens, without gradient (one [..., V]
+    intermediate: the masked copy, divided in place)."""
     with torch.no_grad():
-        return torch.log_softmax(without_special(logits.float(), special) / temperature, dim=-1)
+        scaled = without_special(logits.float(), special)
+        if temperature != 1.0:
+            scaled.div_(temperature)
+        return torch.log_softmax(scaled, dim=-1)
 
 
 @torch.no_grad()
@@ -119,13 +126,13 @@ class Generator(MaskedLM):
         self, batch: Batch, vocab: Vocab, mask_rate: float, temperature: float
     ) -> Corruption:
         input_ids = batch["input_ids"]
-        slots = select_masked(input_ids, vocab.special, mask_rate)
+        slots = select_masked(input_ids, vocab, mask_rate)
         masked_input = slots.scatter(
             input_ids, torch.full_like(slots.originals, vocab.special.mask)
         )
         hidden, logits = self(batch, masked_input, slots)
         mlm_loss = masked_cross_entropy(logits, slots.originals, slots.valid)
-        log_probs = sampling_log_probs(logits.detach(), vocab.special, temperature)
+        log_probs = sampling_log_probs(logits.detach(), vocab, temperature)
         samples = sample_tokens(log_probs)
         r = replace_at(input_ids, slots, samples)
         metrics = {
@@ -151,7 +158,7 @@ class UnigramGenerator(nn.Module):
         self, batch: Batch, vocab: Vocab, mask_rate: float, temperature: float
     ) -> Corruption:
         input_ids = batch["input_ids"]
-        slots = select_masked(input_ids, vocab.special, mask_rate)
+        slots = select_masked(input_ids, vocab, mask_rate)
         log_probs = torch.log_softmax(vocab.log_unigram / temperature, dim=-1)
         flat = torch.multinomial(log_probs.exp(), slots.originals.numel(), replacement=True)
         samples = flat.view_as(slots.originals)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from electra_ablate.config import max_predictions
-from electra_ablate.tokens import SpecialTokens, Vocab
+from electra_ablate.tokens import SpecialTokens, Vocab, special_at
 
 
 @dataclass
@@ -34,12 +34,15 @@ class MaskedSlots:
         return torch.zeros_like(input_ids, dtype=torch.bool).scatter(1, self.positions, self.valid)
 
 
-def maskable(input_ids: torch.Tensor, special: SpecialTokens) -> torch.Tensor:
-    """Positions that may be selected: not padding and not a special token."""
-    return ~torch.isin(input_ids, torch.tensor(special.ids, device=input_ids.device))
+def maskable(input_ids: torch.Tensor, special: SpecialTokens | Vocab) -> torch.Tensor:
+    """Positions that may be selected: not padding and not a special token (pass the
+    objective's ``Vocab`` inside a training step: see ``tokens.special_at``)."""
+    return ~special_at(input_ids, special)
 
 
-def select_masked(input_ids: torch.Tensor, special: SpecialTokens, mask_rate: float) -> MaskedSlots:
+def select_masked(
+    input_ids: torch.Tensor, special: SpecialTokens | Vocab, mask_rate: float
+) -> MaskedSlots:
     """Pick round(mask_rate * n) random maskable positions per sequence (at least one, at most K).
 
     A uniformly random subset of each row's candidates: random scores, candidates first, top-K.

@@ -57,7 +57,8 @@ class PackedBatches:
         return max(1, self.num_rows // self.global_batch)
 
     def batch(self, step: int) -> dict[str, torch.Tensor]:
-        """This rank's rows of global batch ``step``: int64 ids and type ids, bool mask [B, L]."""
+        """This rank's rows of global batch ``step``: int64 ids and type ids, and a bool mask
+        [B, L] when a row is padded (none when every row is full, so attention needs none)."""
         start = step * self.global_batch + self.rank * self.batch_size
         positions = np.arange(start, start + self.batch_size, dtype=np.int64)
         epochs, offsets = np.divmod(positions, self.num_rows)
@@ -65,12 +66,14 @@ class PackedBatches:
         for epoch in np.unique(epochs):
             here = epochs == epoch
             rows[here] = self._permutation(int(epoch))[offsets[here]]
-        input_ids = torch.from_numpy(self.input_ids[rows].astype(np.int64))
-        return {
-            "input_ids": input_ids,
+        ids = self.input_ids[rows].astype(np.int64)
+        batch = {
+            "input_ids": torch.from_numpy(ids),
             "token_type_ids": torch.from_numpy(self.token_type_ids[rows].astype(np.int64)),
-            "attention_mask": input_ids != 0,
         }
+        if (ids == 0).any():  # decided here, on the host: no mask means no padding (model.py)
+            batch["attention_mask"] = batch["input_ids"] != 0
+        return batch
 
     def _permutation(self, epoch: int) -> np.ndarray:
         if epoch not in self._permutations:

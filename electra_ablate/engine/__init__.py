@@ -12,7 +12,8 @@ checkpoint the kept encoder along the way, resume exactly after a crash, scale o
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.optim import learning_rate, make_optimizer
 from electra_ablate.engine.plan import RunPlan, plan_run
-from electra_ablate.engine.trainer import MetricMeans, PretrainRun, Trainer, autocast
+from electra_ablate.engine.precision import autocast
+from electra_ablate.engine.trainer import MetricMeans, PretrainRun, Trainer
 
 __all__ = [
     "Distributed",

@@ -75,19 +75,6 @@ class Distributed:
         dist.all_reduce(tensor)
         return {k: float(v) / self.world_size for k, v in zip(keys, tensor.tolist(), strict=True)}
 
-    def all_finite(self, finite: bool) -> bool:
-        """Whether every rank's value is finite (every rank must call this, each step).
-
-        The ranks decide together: a rank that stopped alone on a NaN would leave the others
-        waiting for it in the gradient all-reduce until the process group's timeout.
-        """
-        if self.world_size == 1:
-            return finite
-        on = torch.device("cuda", self.local_rank) if self.backend == "nccl" else None
-        flag = torch.tensor([0.0 if finite else 1.0], device=on)
-        dist.all_reduce(flag)
-        return float(flag) == 0.0
-
     def gather(self, obj: Any) -> list[Any]:
         if self.world_size == 1:
             return [obj]

@@ -25,10 +25,12 @@ from typing import Any, Protocol
 
 import torch
 
+from electra_ablate.engine.compiling import compiled, use_compile
 from electra_ablate.engine.distributed import Distributed
 from electra_ablate.engine.metrics_log import MetricsLog
 from electra_ablate.engine.optim import learning_rate, make_optimizer
 from electra_ablate.engine.plan import RunPlan
+from electra_ablate.engine.precision import autocast, grad_scaler, resolve_precision
 from electra_ablate.engine.progress import ProgressLine, ProgressMode, progress_mode
 from electra_ablate.engine.state import (
     load_latest_state,
@@ -77,19 +79,48 @@ class MetricMeans:
 
     Each metric is averaged over the steps that reported it, so a diagnostic that only some
     steps have is not diluted towards zero by the steps that lack it.
+
+    Tensor metrics stay on their device: each step's are stacked and added to a float64 sum
+    there (what summing their ``.item()`` values in Python gave), and reach the host only when
+    the means are read (``pop``, ``state``), once per logged row instead of once per metric and
+    step. A non-finite value makes its sum non-finite, so the means name the terms that went bad.
     """
 
     sums: dict[str, float] = field(default_factory=dict)
     count: int = 0
     counts: dict[str, int] = field(default_factory=dict)  # absent in states saved before it
+    on_device: dict[tuple[str, ...], list[Any]] = field(default_factory=dict, repr=False)
+    """Key tuple -> [float64 sums on the device, steps] of the steps with those tensor metrics."""
 
-    def add(self, metrics: dict[str, float]) -> None:
+    def add(self, metrics: dict[str, torch.Tensor | float]) -> None:
+        tensors = {k: v for k, v in metrics.items() if isinstance(v, torch.Tensor)}
         for k, v in metrics.items():
-            self.sums[k] = self.sums.get(k, 0.0) + v
-            self.counts[k] = self.counts.get(k, 0) + 1
+            if k not in tensors:
+                self.sums[k] = self.sums.get(k, 0.0) + v
+                self.counts[k] = self.counts.get(k, 0) + 1
+        if tensors:
+            keys = tuple(tensors)
+            values = torch.stack([v.detach().float().reshape(()) for v in tensors.values()])
+            pending = self.on_device.setdefault(keys, [0.0, 0])
+            pending[0] = values.double() + pending[0]
+            pending[1] += 1
         self.count += 1
 
+    def fetch(self) -> None:
+        """Bring the device sums to the host (one sync per key set; usually one)."""
+        for keys, (values, steps) in self.on_device.items():
+            for k, v in zip(keys, values.tolist(), strict=True):
+                self.sums[k] = self.sums.get(k, 0.0) + v
+                self.counts[k] = self.counts.get(k, 0) + steps
+        self.on_device.clear()
+
+    def state(self) -> dict[str, Any]:
+        """The JSON-able sums saved with a resumable state."""
+        self.fetch()
+        return {"sums": self.sums, "count": self.count, "counts": self.counts}
+
     def pop(self) -> dict[str, float]:
+        self.fetch()
         means = {k: v / max(1, self.counts.get(k, self.count)) for k, v in self.sums.items()}
         self.sums, self.count, self.counts = {}, 0, {}
         return means
@@ -119,9 +150,15 @@ class Trainer:
         self.step = 0
         self.stage = 0
         self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
+        self.forward: Any = self.model  # the model, compiled when pretrain.compile says so
         self.optimizer: torch.optim.AdamW | None = None
-        self.stage_start_loss: dict[str, float] = {}  # per stage (as a str: JSON keys)
+        # per stage (as a str: JSON keys); a device tensor until the next log row reads it
+        self.stage_start_loss: dict[str, float | torch.Tensor] = {}
         self.diverged: dict[str, Any] | None = None
+        self.first_nonfinite: torch.Tensor | None = None  # [] long on the device, -1: none yet
+        self.checked_at = -1  # the step check_finite last read first_nonfinite at
+        self.precision = resolve_precision(run.spec.precision, self.device)
+        self.scaler = grad_scaler(self.device, self.precision)  # fp16 only
 
     # ------------------------------------------------------------------ the loop
     def train(self, stop_at: int | None = None) -> dict[str, Any]:
@@ -147,11 +184,7 @@ class Trainer:
                     self.log_train(bar, tokens, last_log)
                     tokens, last_log = 0, time.perf_counter()
                 self.enter_stage(stage)
-                metrics, n_tokens = self.train_step()
-                self.stage_start_loss.setdefault(str(self.stage), metrics["loss"])
-                self.step += 1
-                self.means.add(metrics)
-                tokens += n_tokens
+                tokens += self.advance()
                 if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
                     self.log_train(bar, tokens, last_log)
                     tokens, last_log = 0, time.perf_counter()
@@ -159,6 +192,7 @@ class Trainer:
                     self.checkpoint(checkpoints[self.step])
                 elif self.spec.resume_every and self.step % self.spec.resume_every == 0:
                     self.save_state()
+        self.check_finite()  # a rebuild (stop_at) may end between two logged rows
         self.log.close()
         flops = self.plan.flops_at(self.step)
         return {
@@ -167,6 +201,8 @@ class Trainer:
             **{f"flops_{c}": v for c, v in flops.items()},
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
+            "precision": self.precision,  # like the device, not part of the run's identity
+            "compiled": use_compile(self.spec.compile, self.device),
         }
 
     def rank_seed(self) -> int:
@@ -189,23 +225,80 @@ class Trainer:
         if stage != self.stage:
             self._enter(stage)
 
-    def train_step(self) -> tuple[dict[str, float], int]:
-        """One optimizer step on this step's batch; returns its metrics and token count."""
-        batch = {k: v.to(self.device, non_blocking=True) for k, v in self.batch(self.step).items()}
+    def advance(self) -> int:
+        """Train this step and count it; returns its token count. Nothing here waits for the
+        device: metrics are summed there (``MetricMeans``), the loss's finiteness is recorded
+        there and checked when a row is logged (``check_finite``)."""
+        metrics, n_tokens = self.train_step(self.batch(self.step))
+        self.stage_start_loss.setdefault(str(self.stage), metrics["loss"])
+        self.watch_finite(metrics["loss"])
+        self.step += 1
+        self.means.add(metrics)
+        return n_tokens
+
+    def train_step(self, host_batch: Batch) -> tuple[dict[str, torch.Tensor | float], int]:
+        """One optimizer step on a batch; returns its metrics (detached device tensors, and
+        the learning rate) and its token count."""
+        if self.device.type == "cuda":  # pinned: the copy really is asynchronous
+            host_batch = {k: v.pin_memory() for k, v in host_batch.items()}
+        batch = {k: v.to(self.device, non_blocking=True) for k, v in host_batch.items()}
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.plan, self.step, self.spec)
-        with autocast(self.device):
-            out = self.model(batch)
-        metrics = {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
-        stage = self.objective.stages()[self.stage].name
-        finite_check(metrics, self.step, stage, self.dist)  # before backward's all-reduce
+        with autocast(self.device, self.precision):
+            out = self.forward(batch)
+        metrics: dict[str, torch.Tensor | float] = {"loss": out.loss.detach(), **out.metrics}
         self.optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()  # under DDP the gradients are averaged over ranks here
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
-        metrics["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip))
-        self.optimizer.step()
+        if self.scaler is None:
+            out.loss.backward()  # under DDP the gradients are averaged over ranks here
+            metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
+            self.optimizer.step()
+        else:  # fp16: scaled gradients, unscaled before clipping; overflowing steps are skipped
+            self.scaler.scale(out.loss).backward()
+            self.scaler.unscale_(self.optimizer)
+            metrics["grad_norm"] = torch.nn.utils.clip_grad_norm_(params, self.spec.grad_clip)
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]
-        return metrics, int(batch["input_ids"].numel())
+        return metrics, int(host_batch["input_ids"].numel())
+
+    def watch_finite(self, loss: torch.Tensor) -> None:
+        """Record, on the device, the first step whose loss is not finite."""
+        if self.first_nonfinite is None:
+            self.first_nonfinite = torch.full((), -1, dtype=torch.long, device=loss.device)
+        first = self.first_nonfinite
+        self.first_nonfinite = torch.where((first < 0) & ~torch.isfinite(loss), self.step, first)
+
+    def check_finite(self) -> None:
+        """Stop the run (``TrainingDiverged``, one line naming the step and the loss terms) if a
+        loss since the last check was not finite.
+
+        The policy: the check runs before anything is written (a metrics row, held-out metrics,
+        a kept encoder, a resumable state), so no file ever holds what a non-finite step
+        produced, and the last saved state precedes that step: a resume after lowering the
+        learning rate starts from finite weights. Checking at every step would stall a GPU
+        step on the host; the steps trained in between are thrown away with the run.
+        """
+        if self.checked_at == self.step:
+            return
+        self.checked_at = self.step
+        step = -1 if self.first_nonfinite is None else int(self.first_nonfinite)
+        message = None
+        if step >= 0:
+            stage = self.objective.stages()[self.plan.stage_of(step)].name
+            means = self.means.pop()  # non-finite sums are the terms that went non-finite
+            message = nonfinite_message(step, stage, means)
+        if self.dist.world_size > 1:
+            # every rank calls this at the same steps; the ranks decide together (a rank that
+            # stopped alone would leave the others waiting in the next all-reduce) and all
+            # stop with the line of the rank whose loss went non-finite first
+            seen = [(s, r, m) for r, (s, m) in enumerate(self.dist.gather((step, message))) if m]
+            if not seen:
+                return
+            step, rank, message = min(seen)
+            message += f" (rank {rank} of {self.dist.world_size})"
+        if message is not None:
+            raise TrainingDiverged(message)
 
     def batch(self, step: int) -> Batch:
         return self.run.train_batches.batch(step)
@@ -213,6 +306,7 @@ class Trainer:
     # ----------------------------------------------------------- checkpoints
     def checkpoint(self, fractions: list[float]) -> None:
         """Held-out metrics, the kept encoder for each fraction, then the resumable state."""
+        self.check_finite()
         if self.run.heldout_batches is not None and self.spec.eval_batches > 0:
             self.write_log("heldout", self.dist.mean(self.evaluate()))
         if self.dist.is_main:
@@ -243,24 +337,24 @@ class Trainer:
             self.objective.eval()
             for i in range(self.spec.eval_batches):
                 batch = {k: v.to(self.device) for k, v in self.run.heldout_batches.batch(i).items()}
-                with autocast(self.device):
+                with autocast(self.device, self.precision):
                     out = self.objective(batch)
-                means.add(
-                    {"loss": out.loss.item(), **{k: v.item() for k, v in out.metrics.items()}}
-                )
+                means.add({"loss": out.loss.detach(), **out.metrics})
             self.objective.train()
         return means.pop()
 
     def save_state(self) -> None:
+        self.check_finite()
         rng = self.dist.gather(rng_state())
         if self.dist.is_main:
             counters = {
                 "step": self.step,
                 "stage": self.stage,
-                "means": self.means.__dict__,
-                "stage_start_loss": self.stage_start_loss,
+                "means": self.means.state(),
+                "stage_start_loss": self.fetch_start_losses(),
                 "diverged": self.diverged,
                 "vocab_sha256": vocab_sha256(self.run.tokenizer_dir),
+                "grad_scaler": None if self.scaler is None else self.scaler.state_dict(),
             }
             save_state(
                 self.run.layout.state(self.step), self.objective, self.optimizer, rng, counters
@@ -269,11 +363,20 @@ class Trainer:
 
     def log_train(self, bar: ProgressLine, tokens: int, since: float) -> None:
         """Write the mean of the training steps since the last row, with the token rate."""
+        self.check_finite()
+        self.fetch_start_losses()
         speed = tokens * self.dist.world_size / max(time.perf_counter() - since, 1e-9)
         means = {**self.dist.mean(self.means.pop()), "tokens_per_s": speed}
         row = self.write_log("train", means)
         self.watch_divergence(row["loss"])
         bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
+
+    def fetch_start_losses(self) -> dict[str, float]:
+        """The stages' first losses as floats (read from the device once, at a log row)."""
+        for stage, loss in self.stage_start_loss.items():
+            if isinstance(loss, torch.Tensor):
+                self.stage_start_loss[stage] = loss.item()
+        return self.stage_start_loss  # type: ignore[return-value]
 
     def watch_divergence(self, loss: float) -> None:
         """Flag the run (once) when a logged training loss runs away from its stage's start."""
@@ -306,6 +409,9 @@ class Trainer:
         self.objective.train()
         self.optimizer = make_optimizer(self.objective, self.spec)
         self.model = self.dist.wrap(self.objective, self.device)
+        self.forward = (
+            compiled(self.model) if use_compile(self.spec.compile, self.device) else self.model
+        )
 
     def _restore(self, state: Path, counters: dict[str, Any]) -> None:
         check_same_vocab(counters.get("vocab_sha256"), self.run.tokenizer_dir, state)
@@ -320,6 +426,8 @@ class Trainer:
         # absent in states saved before divergence was watched: the next step starts the watch
         self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
         self.diverged = counters.get("diverged")
+        if self.scaler is not None and counters.get("grad_scaler"):
+            self.scaler.load_state_dict(counters["grad_scaler"])
         if self.dist.is_main:
             self.log.truncate(self.step)
 
@@ -347,22 +455,12 @@ def check_same_vocab(saved: str | None, tokenizer_dir: Path, state: Path) -> Non
     )
 
 
-def finite_check(
-    metrics: dict[str, float], step: int, stage: str, dist: Distributed | None = None
-) -> None:
-    """Stop on a non-finite loss, naming its non-finite terms. Under ``torchrun`` the ranks
-    decide together and all stop with the same line, naming the first rank that saw it."""
-    dist = dist or Distributed()
-    finite = math.isfinite(metrics["loss"])
-    if dist.all_finite(finite):
-        return
-    bad = [k for k, v in metrics.items() if k.endswith("_loss") and not math.isfinite(v)]
-    terms = ", ".join(f"{k}={metrics[k]}" for k in bad) or f"loss={metrics['loss']}"
-    if dist.world_size > 1:  # the failure path only: one gather, every rank the same words
-        seen = [(r, t) for r, t in enumerate(dist.gather(None if finite else terms)) if t]
-        rank, terms = seen[0]
-        terms += f" (rank {rank} of {dist.world_size})"
-    raise TrainingDiverged(f"non-finite loss at step {step} (stage {stage}): {terms}")
+def nonfinite_message(step: int, stage: str, means: dict[str, float]) -> str:
+    """``non-finite loss at step N (stage s): disc_loss=nan``: the loss terms (``*_loss``)
+    whose mean since the last row is not finite, or the total loss."""
+    bad = [k for k, v in means.items() if k.endswith("_loss") and not math.isfinite(v)]
+    terms = ", ".join(f"{k}={means[k]}" for k in bad) or f"loss={means.get('loss')}"
+    return f"non-finite loss at step {step} (stage {stage}): {terms}"
 
 
 @contextmanager
@@ -382,13 +480,3 @@ def deterministic(enabled: bool) -> Iterator[None]:
         yield
     finally:
         torch.use_deterministic_algorithms(before)
-
-
-@contextmanager
-def autocast(device: torch.device) -> Iterator[None]:
-    """bf16 autocast on CUDA; fp32 on CPU, where bf16 is hundreds of times slower."""
-    if device.type == "cuda":
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            yield
-    else:
-        yield

@@ -65,7 +65,9 @@ class FinetunedTask(Task):
     def identity(self, settings: TaskSettings) -> dict[str, Any]:
         recipe = settings.recipe
         return {
-            "recipe": recipe.model_dump(mode="json", exclude={"train_caps", "task_epochs"}),
+            "recipe": recipe.model_dump(
+                mode="json", exclude={"train_caps", "task_epochs", "precision"}
+            ),
             "train_cap": recipe.cap_for(self.name),
             "epochs": recipe.epochs_for(self.name),
             "eval_cap": settings.eval_cap,

@@ -95,7 +95,8 @@ def eval_batches(lengths: np.ndarray, batch_size: int) -> list[np.ndarray]:
 def collate(
     examples: Examples, indices: np.ndarray, pad_to: int | None = None
 ) -> dict[str, torch.Tensor]:
-    """Pad the chosen examples to their longest (or to ``pad_to``) with an attention mask."""
+    """Pad the chosen examples to their longest (or to ``pad_to``), with an attention mask when
+    a row is padded."""
     length = pad_to or max(len(examples.input_ids[i]) for i in indices)
     input_ids = torch.full((len(indices), length), PAD_ID, dtype=torch.long)
     token_type_ids = torch.zeros((len(indices), length), dtype=torch.long)
@@ -105,9 +106,11 @@ def collate(
         input_ids[row, :n] = torch.tensor(examples.input_ids[i])
         token_type_ids[row, :n] = torch.tensor(examples.token_type_ids[i])
         attention_mask[row, :n] = 1
-    return {
+    batch = {
         "input_ids": input_ids,
         "token_type_ids": token_type_ids,
-        "attention_mask": attention_mask,
         "labels": torch.from_numpy(examples.labels[indices]),
     }
+    if not bool(attention_mask.all()):  # a host tensor: no mask means no padding (model.py)
+        batch["attention_mask"] = attention_mask
+    return batch

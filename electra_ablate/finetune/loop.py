@@ -12,7 +12,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from electra_ablate.config import BackboneConfig
+from electra_ablate.config import BackboneConfig, Precision
+from electra_ablate.engine.precision import autocast, grad_scaler
 from electra_ablate.errors import InputError, TrainingDiverged
 from electra_ablate.finetune.batching import (
     Examples,
@@ -67,8 +68,8 @@ def finetune_task(
 
     Examples are anything ``as_examples`` accepts, already truncated to ``supported_max_len``.
     The kept model is copied, never changed. The seed fixes the head initialisation, dropout and
-    batch order; the caller's global torch RNG state is left as it was. fp32 on CPU, bf16
-    autocast on CUDA.
+    batch order; the caller's global torch RNG state is left as it was. The recipe's precision
+    (``auto``: fp32 on CPU, bf16 autocast on CUDA).
     """
     start = time.perf_counter()
     device = torch.device(device)
@@ -86,7 +87,9 @@ def finetune_task(
         model.to(device)
         _train(model, train, task, recipe, np.random.default_rng(seed), device, pad_to, progress)
         train_seconds = time.perf_counter() - start
-        outputs = predict(model, evaluation, recipe.eval_batch_size, device, pad_to)
+        outputs = predict(
+            model, evaluation, recipe.eval_batch_size, device, pad_to, recipe.precision
+        )
 
     if not np.isfinite(outputs).all():
         raise TrainingDiverged(f"fine-tuning {task.name} (seed {seed}) gave non-finite outputs")
@@ -121,6 +124,7 @@ def _train(
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _warmup_then_linear_decay(total_steps, recipe.warmup_fraction)
     )
+    scaler = grad_scaler(device, recipe.precision)  # fp16 only
     lengths = train.lengths
     model.train()
     step = 0
@@ -128,11 +132,19 @@ def _train(
         for indices in train_batches(lengths, recipe.batch_size, recipe.sort_chunk_batches, rng):
             batch = collate(train, indices, pad_to)
             labels = batch["labels"].to(device, non_blocking=True)
-            loss = _loss(_logits(model, batch, device), labels, task.is_regression)
+            logits = _logits(model, batch, device, recipe.precision)
+            loss = _loss(logits, labels, task.is_regression)
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-            optimizer.step()
+            if scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
             schedule.step()
             step += 1
             if progress is not None:
@@ -146,12 +158,13 @@ def predict(
     batch_size: int,
     device: torch.device,
     pad_to: int | None = None,
+    precision: Precision = "auto",
 ) -> np.ndarray:
     """Raw outputs [N, num_outputs] in the examples' order, computed in length order."""
     model.eval()
     outputs = np.empty((len(examples), model.head.out_features), dtype=np.float32)
     for indices in eval_batches(examples.lengths, batch_size):
-        logits = _logits(model, collate(examples, indices, pad_to), device)
+        logits = _logits(model, collate(examples, indices, pad_to), device, precision)
         outputs[indices] = logits.cpu().numpy()
     return outputs
 
@@ -185,10 +198,14 @@ def _loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> to
 
 
 def _logits(
-    model: GlueClassifier, batch: dict[str, torch.Tensor], device: torch.device
+    model: GlueClassifier,
+    batch: dict[str, torch.Tensor],
+    device: torch.device,
+    precision: Precision = "auto",
 ) -> torch.Tensor:
-    """fp32 logits; the encoder runs under bf16 autocast on CUDA, in fp32 on CPU (where bf16 is
-    far slower)."""
-    inputs = [batch[key].to(device, non_blocking=True) for key in MODEL_INPUTS]
-    with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+    """fp32 logits; the encoder runs under the recipe's autocast (``auto``: bf16 on CUDA, fp32
+    on CPU, where bf16 is far slower)."""
+    # no attention_mask: no row is padded (the collate decides; see model.padding_mask)
+    inputs = [batch[k].to(device, non_blocking=True) if k in batch else None for k in MODEL_INPUTS]
+    with autocast(device, precision):
         return model(*inputs).float()

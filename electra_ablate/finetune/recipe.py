@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
+from electra_ablate.config import Precision
+
 
 class FinetuneRecipe(BaseModel):
     """Defaults are the paper's ELECTRA-Small GLUE recipe (Clark et al. 2020, Table 7).
@@ -41,6 +43,11 @@ class FinetuneRecipe(BaseModel):
     )
     sort_chunk_batches: int = Field(
         100, gt=0, description="training batches per shuffled chunk sorted by length"
+    )
+    precision: Precision = Field(
+        "auto",
+        description="autocast: auto (bf16 on CUDA, fp32 on CPU), bf16, fp16 (with a gradient "
+        "scaler) or fp32; the head, loss and weights stay fp32. Not part of a job's identity",
     )
 
     def epochs_for(self, task: str) -> int:

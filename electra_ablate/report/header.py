@@ -57,6 +57,15 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
         )
     if pretrain.get("schedule", "linear") != "linear":
         out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
+    device = spec.get("device", "auto")
+    for where, precision in (("pre-training", pretrain.get("precision", "auto")),) + tuple(
+        ("fine-tuning", (block.get("recipe") or {}).get("precision", "auto"))
+        for block in fine_tuning_blocks(evaluation_blocks(spec))
+    ):
+        if precision == "auto" and device == "cuda":
+            precision = "bf16"  # what auto resolves to there (engine.precision)
+        if precision in ("bf16", "fp16"):
+            out.append(f"{where} matrix products in {precision} autocast (the original code: fp32)")
     for entry in spec.get("objectives", []):
         label = entry.get("label") or entry.get("name")
         for departure in params_departures(entry.get("name", ""), entry.get("params") or {}):

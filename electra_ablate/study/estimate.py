@@ -226,8 +226,8 @@ def stepper(
 
         def step() -> float:
             start = clock()
-            trainer.train_step()
-            trainer.step += 1
+            trainer.advance()
+            trainer.means.fetch()  # waits for the step: it reads the step's metrics
             return clock() - start
 
         step()

@@ -32,9 +32,13 @@ IDENTITY_EXCLUDED = frozenset(
         "num_threads",
         "tensorboard",
         "deterministic",
+        "precision",
+        "compile",
     }
 )
-"""``pretrain`` fields that say how a run reports or runs, not what it learns."""
+"""``pretrain`` fields that say how a run reports or runs, not what it learns. ``precision`` is
+here as the device is (``auto`` already meant bf16 on CUDA and fp32 on the CPU): each run
+records the precision it trained in (its summary, ``precision``)."""
 
 BASELINE_OBJECTIVE = "none"
 BASELINE_LABEL = "no pre-training"

@@ -43,12 +43,12 @@ class RandomReplacementDetection(Objective):
         self.discriminator = Discriminator(backbone)
 
     def forward(self, batch: Batch) -> StepOutput:
-        slots = select_masked(batch["input_ids"], self.special, self.params.mask_rate)
+        slots = select_masked(batch["input_ids"], self.vocab, self.params.mask_rate)
         ordinary = self.vocab.ordinary_ids
         samples = ordinary[torch.randint_like(slots.originals, 0, len(ordinary))]
         r = replace_at(batch["input_ids"], slots, samples)
         weights = non_pad(batch, self.special.pad)
-        replaceable = maskable(batch["input_ids"], self.special)
+        replaceable = maskable(batch["input_ids"], self.vocab)
         d = self.discriminator.detect(batch, r.corrupted, r.replaced, weights, replaceable)
         metrics = {**d.metrics, "replaced_frac": r.replaced_frac}
         return StepOutput(self.params.disc_weight * d.loss, metrics)
