@@ -3,8 +3,8 @@ on the host by the collate; a padded batch still masks its padding, with the sam
 
 from __future__ import annotations
 
-import datasets
 import numpy as np
+import pyarrow as pa
 import torch
 from engine_helpers import CFG, UNIFORM
 
@@ -15,9 +15,9 @@ from electra_ablate.finetune.batching import Examples, collate
 from electra_ablate.objective import build_objective
 
 
-def packed(lengths: list[int], seq_len: int = 12) -> datasets.Dataset:
+def packed(lengths: list[int], seq_len: int = 12) -> pa.Table:
     examples = [([2, *range(10, 10 + n - 2), 3], [0] * n) for n in lengths]
-    return datasets.Dataset(padded_table(examples, seq_len, pad=0))
+    return padded_table(examples, seq_len, pad=0)
 
 
 def sdpa_masks(monkeypatch, objective, batch) -> list[torch.Tensor | None]:

@@ -86,7 +86,8 @@ def test_dry_run_shows_progress_and_a_whole_plan_at_80_columns(smoke_env, tmp_pa
     spec["finetune"] = {"tasks": ["rte"], "seeds": [0], "caps": {"rte": 32}}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec))
-    env = {**smoke_env, "COLUMNS": "80"}
+    # a data cache of its own: preparing the data is the slow step the status line must name
+    env = {**smoke_env, "COLUMNS": "80", "ABLATE_CACHE": str(tmp_path / "cache")}
     result = subprocess.run(
         ["ablate", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")],
         env=env,

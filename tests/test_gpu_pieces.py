@@ -27,11 +27,11 @@ def test_the_deterministic_mode_holds_while_a_run_trains_and_only_then(tmp_path,
     seen = []
     step = trainer.train_step
 
-    def watched():
+    def watched(*args):
         seen.append(
             (torch.are_deterministic_algorithms_enabled(), os.environ["CUBLAS_WORKSPACE_CONFIG"])
         )
-        return step()
+        return step(*args)
 
     trainer.train_step = watched
     assert not torch.are_deterministic_algorithms_enabled()
