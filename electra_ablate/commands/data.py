@@ -80,6 +80,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         console.print(corpus)
         console.print(tasks)
+        typer.echo(f"data fingerprint {summary['fingerprint']} (in every run id of this data)")
         if bundle is not None:
             from electra_ablate.data.bundle import bundle_size, write_bundle
 

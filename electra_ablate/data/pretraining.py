@@ -12,6 +12,7 @@ Two cache entries under the cache root, each built in a temporary folder and ren
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +31,7 @@ from electra_ablate.data.corpus import Document, corpus_source, heldout_split
 from electra_ablate.data.packing import PackingConfig, SequencePacker, pack_documents
 from electra_ablate.data.paths import cache_root, file_hash, resolve_path, settings_hash
 from electra_ablate.data.tokenizer import (
+    TRAINER_VERSION,
     TRAINING_SAMPLE_CHARS,
     load_tokenizer,
     load_vocab_file,
@@ -111,6 +113,7 @@ def prepare_pretraining(
                 _save_quietly(datasets.Dataset(table), tmp / split)
             meta = json.loads((tokenizer_dir / "meta.json").read_text())
             summary = {
+                "fingerprint": data_fingerprint(tokenizer_dir, tables),
                 "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
                 **_sequence_stats(tables, special),
                 "vocab_size": tokenizer.get_vocab_size(),
@@ -124,15 +127,40 @@ def prepare_pretraining(
 def load_prepared(tokenizer_dir: Path, packed_dir: Path) -> PretrainingData:
     """A tokenizer folder and a packed-sequences folder, as built above (cache or bundle)."""
     tokenizer = load_tokenizer(tokenizer_dir)
+    train = datasets.load_from_disk(str(packed_dir / "train"))
+    heldout = datasets.load_from_disk(str(packed_dir / "heldout"))
+    summary = json.loads((packed_dir / "summary.json").read_text())
+    if "fingerprint" not in summary:  # a bundle made before fingerprints: computed here
+        tables = {"train": train.data.table, "heldout": heldout.data.table}
+        summary["fingerprint"] = data_fingerprint(tokenizer_dir, tables)
     return PretrainingData(
         special=special_tokens(tokenizer),
         vocab_size=tokenizer.get_vocab_size(),
         tokenizer_dir=tokenizer_dir,
-        train=datasets.load_from_disk(str(packed_dir / "train")),
-        heldout=datasets.load_from_disk(str(packed_dir / "heldout")),
-        summary=json.loads((packed_dir / "summary.json").read_text()),
+        train=train,
+        heldout=heldout,
+        summary=summary,
         packed_dir=packed_dir,
     )
+
+
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
+
+
+def data_fingerprint(tokenizer_dir: Path, tables: dict) -> str:
+    """What a study pre-trains and fine-tunes on, as one short hash: the tokenizer's files and
+    every packed sequence (ids and segment ids of both splits), not the folders' other files
+    (``datasets`` writes a random fingerprint of its own into them). Two caches, bundles or
+    machines with equal fingerprints hold the same data, byte for byte."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name in TOKENIZER_FILES:
+        digest.update(name.encode() + b"\0" + (Path(tokenizer_dir) / name).read_bytes())
+    for split in sorted(tables):
+        for column in ("input_ids", "token_type_ids"):
+            values = tables[split].column(column).combine_chunks().flatten()
+            digest.update(f"{split}/{column}\0".encode())
+            digest.update(np.ascontiguousarray(values.to_numpy(zero_copy_only=False)).tobytes())
+    return digest.hexdigest()
 
 
 def _tokenizer_dir(
@@ -157,6 +185,7 @@ def _tokenizer_dir(
             "vocab_size": settings.vocab_size,
             "lowercase": settings.lowercase,
             "sample_chars": TRAINING_SAMPLE_CHARS,
+            "trainer": TRAINER_VERSION,
         }
     directory = root / "tokenizers" / settings_hash(key)
     if (directory / "meta.json").is_file():
