@@ -91,6 +91,16 @@ def spec_fingerprint(study: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def data_fingerprints(study_json: dict[str, Any]) -> list[str]:
+    """The data fingerprints a ``study.json`` records (none for a study made before them)."""
+    if isinstance(study_json.get("data_fingerprints"), list):
+        return sorted(study_json["data_fingerprints"])
+    data = study_json.get("data")
+    if isinstance(data, dict) and isinstance(data.get("fingerprint"), str):
+        return [data["fingerprint"]]
+    return []
+
+
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
     """The first dotted field where ``a`` and ``b`` differ, with both values (None if equal)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -224,6 +234,7 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
         "version": PACK_VERSION,
         "study": study.get("name"),
         "spec_fingerprint": spec_fingerprint(study),
+        "data_fingerprints": data_fingerprints(study),
         "toolkit_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "packed_from": {"host": platform.node(), "folder": str(root)},

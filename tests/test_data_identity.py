@@ -9,9 +9,12 @@ All through the installed ``ablate``, on a few hundred documents of the shared c
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -94,3 +97,113 @@ def test_two_processes_with_other_threads_and_hash_seeds_build_the_same_bytes(sp
     for name in a:
         assert a[name] == b[name], f"{name} differs between the two processes"
     assert fingerprint_line(first.stdout) == fingerprint_line(second.stdout)
+
+
+# --------------------------------------------------------------- a finished study, shared
+
+
+@pytest.fixture(scope="module")
+def finished(shared_data_dir, tmp_path_factory) -> dict[str, Path]:
+    """The tiny study, run to the end with cache ``a``: read-only to the tests (copy it)."""
+    root = tmp_path_factory.mktemp("finished")
+    spec = root / "tiny.yaml"
+    spec.write_text(SPEC.format(data=shared_data_dir), encoding="utf-8")
+    out = root / "runs" / "tiny"
+    done = ablate("run", spec, "--out", out, cache=root / "a")
+    assert done.returncode == 0, done.stderr
+    return {"spec": spec, "out": out, "cache": root / "a", "root": root}
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+    }
+
+
+def other_build(cache: Path, into: Path) -> Path:
+    """A copy of ``cache`` whose tokenizer numbers two tokens the other way round: the same
+    settings, other data (as two builds of the old, non-deterministic trainer gave)."""
+    shutil.copytree(cache, into)
+    (vocab,) = into.glob("tokenizers/*/vocab.txt")
+    lines = vocab.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines[-1], lines[-2] = lines[-2], lines[-1]
+    vocab.write_text("".join(lines), encoding="utf-8")
+    return into
+
+
+def one_error_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def recorded_fingerprint(study: Path) -> str:
+    return json.loads((study / "study.json").read_text())["data"]["fingerprint"]
+
+
+def test_the_fingerprint_is_in_study_json_every_run_json_the_pack_and_the_report(
+    finished, tmp_path
+):
+    out = finished["out"]
+    fingerprint = recorded_fingerprint(out)
+    study = json.loads((out / "study.json").read_text())
+    assert study["data_fingerprints"] == [fingerprint]
+    runs = list(out.glob("pretrain/*/run.json"))
+    assert len(runs) == 2
+    assert all(json.loads(r.read_text())["data"] == fingerprint for r in runs)
+    pack = tmp_path / "tiny.pack.tar.gz"
+    packed = ablate("pack", out, "--out", pack, cache=finished["cache"])
+    assert packed.returncode == 0, packed.stderr
+    with tarfile.open(pack) as tar:
+        manifest = json.load(tar.extractfile("tiny/pack.json"))
+    assert manifest["data_fingerprints"] == [fingerprint]
+    report = ablate("report", out, "--out", tmp_path / "report", cache=finished["cache"])
+    assert report.returncode == 0, report.stderr
+    assert f"| Data fingerprint | `{fingerprint}` |" in (tmp_path / "report/report.md").read_text()
+
+
+def test_a_resume_under_a_cache_with_other_data_is_refused_naming_both(finished, tmp_path):
+    """Case 3: the same study resumed with another cache, whose data differ, trains nothing."""
+    out = tmp_path / "tiny"
+    shutil.copytree(finished["out"], out)
+    before = tree(out)
+    other = other_build(finished["cache"], tmp_path / "b")
+    result = ablate("run", finished["spec"], "--out", out, cache=other)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result)
+    assert recorded_fingerprint(out) in line
+    prepared = ablate("data", "prepare", finished["spec"], cache=other)
+    assert fingerprint_line(prepared.stdout).split()[2] in line
+    assert tree(out) == before
+
+
+def test_a_merge_of_folders_made_with_other_data_is_refused_naming_both(finished, tmp_path):
+    """Case 2: results of two machines whose data differ never merge into one study."""
+    other = other_build(finished["cache"], tmp_path / "b")
+    elsewhere = tmp_path / "elsewhere" / "tiny"
+    made = ablate("run", finished["spec"], "--out", elsewhere, cache=other)
+    assert made.returncode == 0, made.stderr
+    merged = ablate("merge", finished["out"], elsewhere, "--into", tmp_path / "m", cache=other)
+    assert merged.returncode == 2, merged.stderr
+    line = one_error_line(merged)
+    assert recorded_fingerprint(finished["out"]) in line
+    assert recorded_fingerprint(elsewhere) in line
+    assert not (tmp_path / "m").exists()
+
+
+def test_a_bundle_for_other_settings_is_refused_and_never_written_into(finished, tmp_path):
+    """Case 4: ``--data-bundle`` naming another study's bundle, with the raw data present."""
+    bundle = tmp_path / "bundle"
+    made = ablate("data", "prepare", finished["spec"], "--bundle", bundle, cache=finished["cache"])
+    assert made.returncode == 0, made.stderr
+    before = tree(bundle)
+    spec = tmp_path / "other.yaml"
+    text = finished["spec"].read_text().replace("vocab_size: 1000", "vocab_size: 900")
+    spec.write_text(text.replace("name: tiny", "name: other"))
+    result = ablate(
+        "run", spec, "--out", tmp_path / "other", "--data-bundle", bundle, cache=tmp_path / "c"
+    )
+    assert result.returncode == 2, result.stderr
+    assert str(bundle) in one_error_line(result)
+    assert tree(bundle) == before

@@ -33,6 +33,7 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "pretrain": base.pretrain.model_dump(mode="json"),
         "budget": spec.budget.model_dump(),
         "data": {**spec.data.model_dump(), **study.data(base).data.summary},
+        "data_fingerprints": sorted({study.data(v).fingerprint for _, v in variants}),
         **{
             key: (
                 {
