@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -115,8 +118,11 @@ def finished(shared_data_dir, tmp_path_factory) -> dict[str, Path]:
 
 
 def tree(folder: Path) -> dict[str, bytes]:
+    """Every file of ``folder`` but its lock files (whose note names the last holder)."""
     return {
-        str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()
+        str(p.relative_to(folder)): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix != ".lock"
     }
 
 
@@ -207,3 +213,83 @@ def test_a_bundle_for_other_settings_is_refused_and_never_written_into(finished,
     assert result.returncode == 2, result.stderr
     assert str(bundle) in one_error_line(result)
     assert tree(bundle) == before
+
+
+def test_merge_waits_its_turn_a_study_held_by_a_run_is_not_written(finished, tmp_path):
+    """Case 5: ``ablate merge`` into a folder an ``ablate run`` holds stops in one line."""
+    target = tmp_path / "tiny"
+    shutil.copytree(finished["out"], target)
+    shutil.rmtree(next(target.glob("pretrain/*")))
+    before = tree(target)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from electra_ablate.locks import FolderLock\n"
+            "FolderLock(sys.argv[1]).acquire()\n"
+            "print('held', flush=True)\n"
+            "time.sleep(120)\n",
+            str(target / "study.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        result = ablate("merge", finished["out"], "--into", target, cache=finished["cache"])
+    finally:
+        holder.kill()
+        holder.wait()
+    assert result.returncode == 2, result.stderr
+    assert "in use" in one_error_line(result)
+    assert tree(target) == before
+
+
+def test_merge_refuses_a_report_folder_and_pack_says_what_it_packs(finished, tmp_path):
+    """Case 6: a folder ``ablate report`` wrote is never merged into."""
+    report = tmp_path / "report"
+    made = ablate("report", finished["out"], "--out", report, cache=finished["cache"])
+    assert made.returncode == 0, made.stderr
+    before = tree(report)
+    pack = tmp_path / "tiny.pack.tar.gz"
+    packed = ablate("pack", finished["out"], "--out", pack, cache=finished["cache"])
+    assert packed.returncode == 0, packed.stderr
+    fingerprint = recorded_fingerprint(finished["out"])
+    assert (
+        f"study tiny (data {fingerprint}): 2 pre-training run(s) (2 finished), 1 baseline(s)"
+        in packed.stdout
+    )
+    result = ablate("merge", pack, "--into", report, cache=finished["cache"])
+    assert result.returncode == 2, result.stderr
+    assert "report folder" in one_error_line(result)
+    assert tree(report) == before
+
+
+def test_status_before_the_first_tables_counts_the_work_the_spec_plans(finished, tmp_path):
+    """Case 8: a study stopped before its first tables shows its pending work, not 0."""
+    out = tmp_path / "tiny"
+    run = subprocess.Popen(
+        [ABLATE, "run", str(finished["spec"]), "--out", str(out), "--no-reuse"],
+        env={**os.environ, "ABLATE_CACHE": str(finished["cache"])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not (out / "plan.json").is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        os.killpg(run.pid, signal.SIGINT)
+        run.wait(timeout=120)
+    assert not (out / "runs.parquet").exists()
+    status = ablate("status", out, cache=finished["cache"])
+    assert status.returncode == 0, status.stderr
+    units = re.search(r"units: (.*)", status.stdout).group(1)
+    counted = sum(int(n) for n in re.findall(r"(\d+) \w+", units))
+    assert counted == 3, status.stdout  # two runs and the baseline
+    jobs = re.search(r"fine-tunes: (\d+) done.*, (\d+) failed, (\d+) pending", status.stdout)
+    assert jobs is not None, status.stdout
+    assert sum(int(n) for n in jobs.groups()) == 3, status.stdout  # rte once per encoder

@@ -31,7 +31,7 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.integrity import check_study
-from electra_ablate.study.provenance import write_study_json
+from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.units import RunUnit, Unit
@@ -122,6 +122,7 @@ def planned_units(
         log(f"shard {shard}: {len(mine)} of the study's {len(units)} units")
     if study.dist.is_main:
         check_study_data(study)
+        write_plan(study, units)
         check_study(study, mine, log)
     return units, mine
 
