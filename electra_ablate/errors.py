@@ -34,6 +34,10 @@ class DataError(InputError):
     """A data file, folder, task or hub dataset is missing or malformed."""
 
 
+class WriteFailed(AblateError):
+    """The disk refused a write (full, over quota, read-only): exit 1, naming the path."""
+
+
 class MixedData(InputError):
     """Results made with two different data would end up in one study folder."""
 

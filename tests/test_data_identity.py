@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -20,7 +21,10 @@ import tarfile
 import time
 from pathlib import Path
 
+import polars as pl
 import pytest
+
+from electra_ablate.results import KEY_COLUMNS
 
 pytestmark = pytest.mark.slow
 
@@ -293,3 +297,44 @@ def test_status_before_the_first_tables_counts_the_work_the_spec_plans(finished,
     jobs = re.search(r"fine-tunes: (\d+) done.*, (\d+) failed, (\d+) pending", status.stdout)
     assert jobs is not None, status.stdout
     assert sum(int(n) for n in jobs.groups()) == 3, status.stdout  # rte once per encoder
+
+
+def test_a_disk_that_refuses_a_write_is_named_in_one_line(finished, tmp_path):
+    """Case 8: a full disk (here a file size limit, the same refusal) names the file and says
+    what to do, instead of a library's error text."""
+
+    def small_files() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+
+    out = tmp_path / "tiny"
+    result = ablate(
+        "run",
+        finished["spec"],
+        "--out",
+        out,
+        "--no-reuse",
+        cache=finished["cache"],
+        preexec_fn=small_files,
+    )
+    assert result.returncode == 1, result.stderr
+    line = one_error_line(result)
+    assert f"cannot write {out}" in line
+    assert "free space there" in line
+    assert "a bug or an environment problem" not in line
+
+
+def test_two_shards_on_two_fresh_caches_merge_into_the_single_process_results(finished, tmp_path):
+    """Case 2 without a bundle: each machine builds its own data, and they are the same."""
+    shards = [tmp_path / "machine1" / "tiny", tmp_path / "machine2" / "tiny"]
+    caches = [finished["cache"], tmp_path / "fresh"]
+    for i, (out, cache) in enumerate(zip(shards, caches, strict=True), start=1):
+        shard = ("--shard", f"{i}/2")
+        part = ablate("run", finished["spec"], "--out", out, *shard, cache=cache, seed=i)
+        assert part.returncode == 0, part.stderr
+    merged = tmp_path / "merged" / "tiny"
+    result = ablate("merge", *shards, "--into", merged, cache=finished["cache"])
+    assert result.returncode == 0, result.stderr
+    keys = [k for k in KEY_COLUMNS if k != "study"]
+    mine = pl.read_parquet(merged / "results.parquet").drop("study", "wall_s").sort(keys)
+    theirs = pl.read_parquet(finished["out"] / "results.parquet").drop("study", "wall_s")
+    assert len(mine) == 3 and mine.equals(theirs.select(mine.columns).sort(keys))
