@@ -458,9 +458,15 @@ def merge_study(
     the study's lock like ``ablate run`` (one writer per study folder)."""
     into = Path(into)
     check_not_report(into)
-    held = [lock_study(StudyLayout(into).lock, into)] if into.is_dir() else []
+    lock_file = StudyLayout(into).lock
+    made_lock = into.is_dir() and not lock_file.exists()
+    held = [lock_study(lock_file, into)] if into.is_dir() else []
     try:
         return merge_locked(sources, into, held, log)
+    except BaseException:
+        if made_lock:  # a refused merge leaves the folder as it found it
+            lock_file.unlink(missing_ok=True)
+        raise
     finally:
         for lock in held:
             lock.release()
