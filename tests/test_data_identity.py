@@ -338,3 +338,48 @@ def test_two_shards_on_two_fresh_caches_merge_into_the_single_process_results(fi
     mine = pl.read_parquet(merged / "results.parquet").drop("study", "wall_s").sort(keys)
     theirs = pl.read_parquet(finished["out"] / "results.parquet").drop("study", "wall_s")
     assert len(mine) == 3 and mine.equals(theirs.select(mine.columns).sort(keys))
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
+
+
+@pytest.mark.parametrize("how", ["SIGTERM to the parent alone", "Ctrl-C on the process group"])
+def test_a_stopped_local_launcher_stops_its_jobs_and_says_one_line(finished, tmp_path, how):
+    """Case 7: local jobs never go on without the lock their parent held, and Ctrl-C is one
+    line (submitit's job controllers print no KeyboardInterrupt tracebacks)."""
+    out = tmp_path / "tiny"
+    command = [ABLATE, "run", finished["spec"], "--out", out, "--no-reuse"]
+    parent = subprocess.Popen(
+        [*map(str, command), "--launcher", "submitit-local"],
+        env={**os.environ, "ABLATE_CACHE": str(finished["cache"])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while not list(out.glob("jobs/*_submitted.pkl")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    controllers = [int(p.name.split("_")[0]) for p in out.glob("jobs/*_submitted.pkl")]
+    assert controllers, "no local job was submitted"
+    if how.startswith("SIGTERM"):
+        parent.send_signal(signal.SIGTERM)
+        signum = signal.SIGTERM
+    else:
+        os.killpg(parent.pid, signal.SIGINT)
+        signum = signal.SIGINT
+    _, err = parent.communicate(timeout=180)
+    assert parent.returncode == 128 + signum, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    # progress lines before it (stderr is a pipe: plain lines), then the one line
+    assert err.strip().splitlines()[-1] == (
+        f"stopped by {signal.Signals(signum).name}: finished work is kept, and the same "
+        "command resumes"
+    )
+    assert not [pid for pid in controllers if alive(pid)]

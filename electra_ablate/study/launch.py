@@ -23,9 +23,12 @@ tables from what is on disk, as ``ablate run --collect`` does.
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -210,7 +213,13 @@ class Launcher:
 
     def submit(self, call: UnitJob, gpus: int, tasks: int, after: Any | None = None) -> Any:
         self.executor.update_parameters(**self.parameters(gpus, tasks, after))
-        return self.executor.submit(call)
+        if self.chained:
+            return self.executor.submit(call)
+        # A local job's controller inherits Ctrl-C ignored (Python keeps an ignored SIGINT
+        # ignored): the parent stops it (``stop_local_jobs``), instead of every controller
+        # printing its own KeyboardInterrupt traceback to the terminal.
+        with sigint_ignored():
+            return self.executor.submit(call)
 
     def pretrain(self, index: int, unit: Unit) -> Tracked:
         gpus = self.options.resources.gpus_per_job
@@ -271,18 +280,66 @@ def launch_units(
     index_of = {id(unit): index for index, unit in plan}
     line = ProgressLine(mode)
     try:
-        while any(t.outcome is None for t in tracked):
-            for t in [t for t in tracked if t.outcome is None and t.job.done()]:
-                settle(t)
-                if t.then and t.unit.done:  # the local executor: its fine-tunes may start now
-                    index = index_of[id(t.unit)]
-                    tracked += [launcher.finetunes(index, t.unit, batch) for batch in t.then]
-            line.show(tracked)
-            if any(t.outcome is None for t in tracked):
-                time.sleep(POLL_S)
+        wait_for(tracked, launcher, index_of, line)
+    except BaseException:  # Ctrl-C, SIGTERM, an error: local jobs never outlive the lock
+        if not launcher.chained:
+            stop_local_jobs(tracked)
+        raise
     finally:
         line.close()
     return [t.failure for t in tracked if t.outcome == "failed"]
+
+
+def wait_for(
+    tracked: list[Tracked], launcher: Launcher, index_of: dict[int, int], line: ProgressLine
+) -> None:
+    """Until every job has an outcome; a local pre-training job's fine-tunes are submitted
+    when it ends (the local executor has no dependencies)."""
+    while any(t.outcome is None for t in tracked):
+        for t in [t for t in tracked if t.outcome is None and t.job.done()]:
+            settle(t)
+            if t.then and t.unit.done:  # the local executor: its fine-tunes may start now
+                index = index_of[id(t.unit)]
+                tracked += [launcher.finetunes(index, t.unit, batch) for batch in t.then]
+        line.show(tracked)
+        if any(t.outcome is None for t in tracked):
+            time.sleep(POLL_S)
+
+
+LOCAL_STOP_S = 60
+"""How long a stopping parent waits for its local jobs to end before it gives up on them."""
+
+
+def stop_local_jobs(tracked: list[Tracked]) -> None:
+    """End the local jobs still running and wait for them, so none goes on writing into the
+    study after its parent let go of the lock: SIGTERM to each job's controller, which passes
+    it on to its tasks (submitit's ``LocalJob.cancel`` sends SIGINT, which they ignore)."""
+    running = []
+    for t in tracked:
+        process = getattr(t.job, "_process", None)  # the controller's Popen (submitit.local)
+        if t.outcome is None and process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            running.append(process)
+    deadline = time.monotonic() + LOCAL_STOP_S
+    for process in running:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored for the block (in the main thread; elsewhere nothing changes)."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def settle(t: Tracked) -> None:
