@@ -215,10 +215,10 @@ class Launcher:
         self.executor.update_parameters(**self.parameters(gpus, tasks, after))
         if self.chained:
             return self.executor.submit(call)
-        # A local job's controller inherits Ctrl-C ignored (Python keeps an ignored SIGINT
-        # ignored): the parent stops it (``stop_local_jobs``), instead of every controller
-        # printing its own KeyboardInterrupt traceback to the terminal.
-        with sigint_ignored():
+        # A local job's controller and its tasks start with Ctrl-C blocked: the parent stops
+        # them (``stop_local_jobs``), instead of every controller printing its own
+        # KeyboardInterrupt traceback to the terminal.
+        with sigint_blocked():
             return self.executor.submit(call)
 
     def pretrain(self, index: int, unit: Unit) -> Tracked:
@@ -329,17 +329,15 @@ def stop_local_jobs(tracked: list[Tracked]) -> None:
 
 
 @contextmanager
-def sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored for the block (in the main thread; elsewhere nothing changes)."""
-    try:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except ValueError:  # not the main thread
-        yield
-        return
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block, so the processes it starts inherit it
+    blocked (a signal mask survives fork and exec) and never see Ctrl-C; one that arrives
+    meanwhile is delivered here when the block ends, never lost."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def settle(t: Tracked) -> None:
