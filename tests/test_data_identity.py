@@ -186,6 +186,10 @@ def test_a_resume_under_a_cache_with_other_data_is_refused_naming_both(finished,
     prepared = ablate("data", "prepare", finished["spec"], cache=other)
     assert fingerprint_line(prepared.stdout).split()[2] in line
     assert tree(out) == before
+    collected = ablate("run", finished["spec"], "--out", out, "--collect", cache=other)
+    assert collected.returncode == 2, collected.stderr
+    assert one_error_line(collected) == line  # --collect (of shards) reads no other data either
+    assert tree(out) == before
 
 
 def test_a_merge_of_folders_made_with_other_data_is_refused_naming_both(finished, tmp_path):
