@@ -187,6 +187,7 @@ class Launcher:
             folder=study.layout.jobs, cluster=cluster, slurm_max_num_timeout=MAX_TIMEOUTS
         )
         self.sbatch = sbatch_parameters(options.resources.sbatch)
+        self.submitted: list[Any] = []  # the local jobs started, for ``stop_local_jobs``
 
     def parameters(self, gpus: int, tasks: int, after: Any | None = None) -> dict[str, Any]:
         r = self.options.resources
@@ -219,7 +220,9 @@ class Launcher:
         # them (``stop_local_jobs``), instead of every controller printing its own
         # KeyboardInterrupt traceback to the terminal.
         with sigint_blocked():
-            return self.executor.submit(call)
+            job = self.executor.submit(call)
+            self.submitted.append(job)  # before a Ctrl-C held back meanwhile arrives
+        return job
 
     def pretrain(self, index: int, unit: Unit) -> Tracked:
         gpus = self.options.resources.gpus_per_job
@@ -253,8 +256,26 @@ def launch_units(
     log: Log,
 ) -> list[str]:
     """Submit the planned units' unfinished work as jobs; wait for them unless told not to.
-    Returns one line per failed unit (with its job's log), empty if none failed."""
+    Returns one line per failed unit (with its job's log), empty if none failed. Stopped by
+    anything (Ctrl-C, SIGTERM, an error), it first ends the local jobs it started: none goes on
+    writing into the study once the parent has let go of its lock."""
     launcher = Launcher(study, options, setup)
+    try:
+        return submit_and_wait(study, plan, options, mode, log, launcher)
+    except BaseException:
+        if not launcher.chained:
+            stop_local_jobs(launcher.submitted)
+        raise
+
+
+def submit_and_wait(
+    study: Study,
+    plan: list[tuple[int, Unit]],
+    options: LaunchOptions,
+    mode: ProgressMode,
+    log: Log,
+    launcher: Launcher,
+) -> list[str]:
     per_job = options.resources.finetunes_per_job
     tracked: list[Tracked] = []
     for index, unit in plan:
@@ -281,10 +302,6 @@ def launch_units(
     line = ProgressLine(mode)
     try:
         wait_for(tracked, launcher, index_of, line)
-    except BaseException:  # Ctrl-C, SIGTERM, an error: local jobs never outlive the lock
-        if not launcher.chained:
-            stop_local_jobs(tracked)
-        raise
     finally:
         line.close()
     return [t.failure for t in tracked if t.outcome == "failed"]
@@ -310,14 +327,14 @@ LOCAL_STOP_S = 60
 """How long a stopping parent waits for its local jobs to end before it gives up on them."""
 
 
-def stop_local_jobs(tracked: list[Tracked]) -> None:
+def stop_local_jobs(jobs: list[Any]) -> None:
     """End the local jobs still running and wait for them, so none goes on writing into the
     study after its parent let go of the lock: SIGTERM to each job's controller, which passes
     it on to its tasks (submitit's ``LocalJob.cancel`` sends SIGINT, which they ignore)."""
     running = []
-    for t in tracked:
-        process = getattr(t.job, "_process", None)  # the controller's Popen (submitit.local)
-        if t.outcome is None and process is not None and process.poll() is None:
+    for job in jobs:
+        process = getattr(job, "_process", None)  # the controller's Popen (submitit.local)
+        if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)
             running.append(process)
     deadline = time.monotonic() + LOCAL_STOP_S
