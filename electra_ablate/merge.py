@@ -459,13 +459,16 @@ def merge_study(
     into = Path(into)
     check_not_report(into)
     lock_file = StudyLayout(into).lock
-    made_lock = into.is_dir() and not lock_file.exists()
+    note = lock_file.read_bytes() if lock_file.is_file() else None  # who held it last
     held = [lock_study(lock_file, into)] if into.is_dir() else []
     try:
         return merge_locked(sources, into, held, log)
     except BaseException:
-        if made_lock:  # a refused merge leaves the folder as it found it
-            lock_file.unlink(missing_ok=True)
+        if held:  # a refused merge leaves the folder as it found it, lock file included
+            if note is None:
+                lock_file.unlink(missing_ok=True)
+            else:
+                lock_file.write_bytes(note)
         raise
     finally:
         for lock in held:
