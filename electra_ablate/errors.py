@@ -34,6 +34,14 @@ class DataError(InputError):
     """A data file, folder, task or hub dataset is missing or malformed."""
 
 
+class WriteFailed(AblateError):
+    """The disk refused a write (full, over quota, read-only): exit 1, naming the path."""
+
+
+class MixedData(InputError):
+    """Results made with two different data would end up in one study folder."""
+
+
 class TrainingDiverged(AblateError):
     """A loss became NaN/inf; the run stops and keeps its last good checkpoint (exit 1, a
     failure while running)."""

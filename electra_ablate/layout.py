@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 STUDY_FILE = "study.json"
+PLAN_FILE = "plan.json"  # the units a study plans, written before any trains (``ablate status``)
 RESULTS_FILE = "results.parquet"
 RUNS_FILE = "runs.parquet"
 PRETRAIN_METRICS_FILE = "pretrain_metrics.parquet"

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from electra_ablate.errors import InputError
-from electra_ablate.layout import KEPT_META, RunLayout, StudyLayout
+from electra_ablate.errors import InputError, MixedData
+from electra_ablate.layout import KEPT_META, REPORT_FILE, RunLayout, StudyLayout
+from electra_ablate.locks import FolderLock, lock_study
 from electra_ablate.packs import (
+    data_fingerprints,
     first_difference,
     read_pack,
     read_study_json,
@@ -220,8 +222,21 @@ def describe(copy: UnitCopy) -> str:
 # ------------------------------------------------------------------------------- checks
 
 
+def check_same_data(first_name: str, first: dict, other_name: str, other: dict) -> None:
+    """Two study records (``study.json``) of one study were made with the same data, or one
+    line naming both fingerprints. A record with none (older than fingerprints) passes."""
+    a, b = data_fingerprints(first), data_fingerprints(other)
+    if a and b and a != b:
+        raise MixedData(
+            f"{other_name} was made with data {' '.join(b)} but {first_name} with data "
+            f"{' '.join(a)}: they cannot be one study (build both from one data bundle: "
+            "ablate data prepare SPEC --bundle DIR); nothing was merged"
+        )
+
+
 def check_one_study(sources: list[Source]) -> None:
-    """Every source is the same study: one spec fingerprint, or a line naming the stranger."""
+    """Every source is the same study, made with the same data: one spec fingerprint and one
+    set of data fingerprints, or a line naming the stranger."""
     first = sources[0]
     for other in sources[1:]:
         if spec_fingerprint(other.study) != spec_fingerprint(first.study):
@@ -230,6 +245,7 @@ def check_one_study(sources: list[Source]) -> None:
                 f"{other.name} is another study than {first.name}: their specs differ at "
                 f"{where}; merge packs and folders of one spec only (nothing was merged)"
             )
+        check_same_data(first.name, first.study, other.name, other.study)
 
 
 def plan_units(target: Source | None, sources: list[Source]) -> tuple[dict, MergeOutcome]:
@@ -438,8 +454,41 @@ def choose_records(
 def merge_study(
     sources: list[Path], into: Path, log: Callable[[str], None] = print
 ) -> MergeOutcome:
-    """Merge ``sources`` into the study folder ``into``: check everything, then write."""
+    """Merge ``sources`` into the study folder ``into``: check everything, then write, holding
+    the study's lock like ``ablate run`` (one writer per study folder)."""
     into = Path(into)
+    check_not_report(into)
+    lock_file = StudyLayout(into).lock
+    note = lock_file.read_bytes() if lock_file.is_file() else None  # who held it last
+    held = [lock_study(lock_file, into)] if into.is_dir() else []
+    try:
+        return merge_locked(sources, into, held, log)
+    except BaseException:
+        if held:  # a refused merge leaves the folder as it found it, lock file included
+            if note is None:
+                lock_file.unlink(missing_ok=True)
+            else:
+                lock_file.write_bytes(note)
+        raise
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def check_not_report(into: Path) -> None:
+    """A folder ``ablate report`` wrote holds a study's tables beside its ``report.md``; merged
+    into, its tables would no longer be those its report was written from."""
+    if (into / REPORT_FILE).is_file():
+        raise InputError(
+            f"--into {into} is a report folder (made by `ablate report`), not a study folder: "
+            "merge into the study folder, or a new one (nothing was merged)"
+        )
+
+
+def merge_locked(
+    sources: list[Path], into: Path, held: list[FolderLock], log: Callable[[str], None]
+) -> MergeOutcome:
+    """The merge, with ``into`` locked (``held``), or locked as it is made."""
     target = load_target(into)
     skipped = [str(p) for p in sources if is_folder(p, into)]
     loaded = [load_source(p) for p in sources if not is_folder(p, into)]
@@ -454,6 +503,9 @@ def merge_study(
     chosen = choose_records(study, units, final, listed_results(everyone))
 
     # Every check has passed: from here on the target is written.
+    if not held:  # a new folder: locked as it is made
+        into.mkdir(parents=True, exist_ok=True)
+        held.append(lock_study(study.layout.lock, into))
     for copy in outcome.written:
         write_unit(into, copy)
     base = everyone[0].study

@@ -91,6 +91,16 @@ def spec_fingerprint(study: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def data_fingerprints(study_json: dict[str, Any]) -> list[str]:
+    """The data fingerprints a ``study.json`` records (none for a study made before them)."""
+    if isinstance(study_json.get("data_fingerprints"), list):
+        return sorted(study_json["data_fingerprints"])
+    data = study_json.get("data")
+    if isinstance(data, dict) and isinstance(data.get("fingerprint"), str):
+        return [data["fingerprint"]]
+    return []
+
+
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
     """The first dotted field where ``a`` and ``b`` differ, with both values (None if equal)."""
     if isinstance(a, dict) and isinstance(b, dict):
@@ -199,6 +209,7 @@ class PackSummary:
     files: int
     bytes: int
     left: dict[str, list[int]]
+    contents: str = ""  # what it carries, in words: study, data, units, fine-tunes
 
 
 def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = False) -> PackSummary:
@@ -224,6 +235,7 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
         "version": PACK_VERSION,
         "study": study.get("name"),
         "spec_fingerprint": spec_fingerprint(study),
+        "data_fingerprints": data_fingerprints(study),
         "toolkit_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "packed_from": {"host": platform.node(), "folder": str(root)},
@@ -243,7 +255,30 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
             info = tarfile.TarInfo(str(top / name))
             info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
             tar.addfile(info, io.BytesIO(data))
-    return PackSummary(out, len(selection.files), out.stat().st_size, selection.left)
+    contents = pack_contents(study, selection.files)
+    return PackSummary(out, len(selection.files), out.stat().st_size, selection.left, contents)
+
+
+def pack_contents(study: dict[str, Any], files: dict[str, bytes]) -> str:
+    """``study NAME (data F): R pre-training runs (D finished), B baselines, J fine-tune
+    records``: what a pack carries, so a user sees they packed the study they meant."""
+    layout = StudyLayout(Path("."))
+    units: dict[str, set[str]] = {}
+    finished = set()
+    for name in files:
+        parts = PurePosixPath(name).parts
+        if len(parts) >= 3 and parts[0] in (layout.pretrain_dir.name, layout.baseline_dir.name):
+            units.setdefault(parts[0], set()).add(parts[1])
+            if parts[0] == layout.pretrain_dir.name and parts[2] == "done.json":
+                finished.add(parts[1])
+    runs = len(units.get(layout.pretrain_dir.name, ()))
+    baselines = len(units.get(layout.baseline_dir.name, ()))
+    jobs = sum(1 for n in files if PurePosixPath(n).parts[0] == layout.finetune_dir.name)
+    data = " ".join(data_fingerprints(study)) or "not recorded"
+    return (
+        f"study {study.get('name')} (data {data}): {runs} pre-training run(s) ({len(finished)} "
+        f"finished), {baselines} baseline(s), {jobs} fine-tune record(s)"
+    )
 
 
 # ------------------------------------------------------------------------------ reading

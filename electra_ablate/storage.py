@@ -8,13 +8,17 @@ colleagues on a shared file system can read a study exactly as the user's umask 
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from electra_ablate.errors import WriteFailed
 
 _UMASK_LOCK = threading.Lock()
 
@@ -53,8 +57,9 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        raise_write_failure(path, exc)
         raise
 
 
@@ -73,6 +78,9 @@ def atomic_file(path: Path) -> Iterator[Path]:
         _as_created(tmp)
         yield Path(tmp)
         os.replace(tmp, path)
+    except Exception as exc:
+        raise_write_failure(path, exc)
+        raise
     finally:
         Path(tmp).unlink(missing_ok=True)
 
@@ -95,5 +103,36 @@ def atomic_dir(path: Path) -> Iterator[Path]:
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
+    except Exception as exc:
+        raise_write_failure(path, exc)
+        raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO})
+"""Write errors that the place written to causes (full, over quota, a file size limit,
+read-only, failing), not the program."""
+
+
+def raise_write_failure(path: Path, exc: BaseException) -> None:
+    """Raise ``WriteFailed`` naming ``path`` where ``exc`` is a write the disk refused: an
+    ``OSError`` of ``NO_ROOM``, or the same error as safetensors (``SafetensorError`` with the
+    OS error's code in its text) or torch's writer (a ``RuntimeError``) report it. Anything
+    else is left to the caller."""
+    if isinstance(exc, OSError):
+        code = exc.errno
+    elif type(exc).__name__ == "SafetensorError" or (
+        isinstance(exc, RuntimeError) and "write" in str(exc).lower()
+    ):
+        found = re.search(r"code: (\d+)", str(exc))
+        code = int(found.group(1)) if found else None  # torch's writer names no code
+    else:
+        return
+    if code is not None and code not in NO_ROOM:
+        return
+    reason = os.strerror(code) if code is not None else "the write failed (a full disk?)"
+    raise WriteFailed(
+        f"cannot write {path}: {reason}: free space there (or write elsewhere: "
+        "--out, ABLATE_CACHE), then run the same command again; finished work is kept"
+    ) from exc

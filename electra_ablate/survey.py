@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate.kept_files import kept_problem
-from electra_ablate.layout import BASELINE_FRACTION, RunLayout, StudyLayout
+from electra_ablate.layout import BASELINE_FRACTION, PLAN_FILE, RunLayout, StudyLayout
 from electra_ablate.locks import Holder, current_holder
 
 
@@ -65,7 +65,9 @@ def survey(root: Path, check_kept: bool = True) -> Survey:
     info, _ = read_json(layout.study_json)
     info = info if isinstance(info, dict) else {}
     holder = current_holder(layout.lock)
-    found = Survey(root, str(info.get("name") or root.name), holder)
+    plan, _ = read_json(root / PLAN_FILE)
+    plan = plan if isinstance(plan, dict) else {}
+    found = Survey(root, str(info.get("name") or plan.get("name") or root.name), holder)
     spec = info.get("spec") if isinstance(info.get("spec"), dict) else {}
     blocks = [b for b in (spec.get("finetune"), spec.get("evaluation")) if isinstance(b, dict)]
     expected_jobs = 0
@@ -83,6 +85,15 @@ def survey(root: Path, check_kept: bool = True) -> Survey:
             if unit.kind == "run" and run.states.is_dir():
                 found.state_bytes += folder_bytes(run.states)
     found.units += pending_units(root, on_disk)
+    if not blocks and not layout.runs.is_file():  # before the first tables: the plan says
+        planned = [u for u in plan.get("units", []) if u.get("kind") != "reference"]
+        expected_jobs = sum(int(u.get("jobs") or 0) for u in planned)
+        for unit in planned:
+            if unit.get("run_id") not in on_disk:
+                folder = layout.pretrain_dir if unit["kind"] == "run" else layout.baseline_dir
+                found.units.append(
+                    UnitState(unit["kind"], str(unit["label"]), unit.get("seed"), folder, "pending")
+                )
     count_finetunes(layout, found, expected_jobs)
     found.disk_bytes = folder_bytes(root)
     return found

@@ -188,7 +188,8 @@ def test_a_conflicting_unit_is_refused_and_the_target_is_unchanged(smoke, merged
     target = copy_of(merged, tmp_path / "target")
     other = copy_of(smoke, tmp_path / "other")
     if unit == "a fine-tune's metrics":
-        record = sorted((other / "finetune").glob("*.json"))[0]
+        records = sorted((other / "finetune").glob("*.json"))  # one scored by accuracy (RTE)
+        record = next(r for r in records if "accuracy" in json.loads(r.read_text())["metrics"])
         rewrite_json(record, lambda r: r["metrics"].update(accuracy=r["metrics"]["accuracy"] + 1))
         needles = (f"fine-tune {record.stem}", "metrics.accuracy")
     else:

@@ -88,6 +88,7 @@ def register(app: typer.Typer) -> None:
         print_table(corpus_headers, corpus, title=f"seq {max_seq_len}")
         headers = ("task", "family", "train rows", "validation rows", "mean tokens", "metric")
         print_table(headers, tasks)
+        typer.echo(f"data fingerprint {summary['fingerprint']} (in every run id of this data)")
         if bundle is not None:
             from electra_ablate.data.bundle import bundle_size, write_bundle
 

@@ -28,6 +28,6 @@ def register(app: typer.Typer) -> None:
             for why, (n, size) in sorted(pack.left.items())
         )
         typer.echo(
-            f"packed {study_dir} into {pack.path} ({pack.files} files, {pack.bytes / 1e3:.0f} kB)"
-            + (f"; left behind: {left}" if left else "")
+            f"packed {pack.contents} from {study_dir} into {pack.path} ({pack.files} files, "
+            f"{pack.bytes / 1e3:.0f} kB)" + (f"; left behind: {left}" if left else "")
         )

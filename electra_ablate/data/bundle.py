@@ -150,6 +150,7 @@ def write_bundle(spec: Any, out: Path, log: Any = print) -> dict[str, Any]:
             "settings": settings,
             "tokenizer": f"tokenizers/{prepared.tokenizer_dir.name}",
             "packed": f"pretraining/{prepared.packed_dir.name}",
+            "fingerprint": prepared.summary["fingerprint"],
         }
         if entry not in entries:
             copy_folder(prepared.tokenizer_dir, out / entry["tokenizer"])

@@ -16,6 +16,7 @@ compute node that runs a study from a data bundle needs no ``datasets`` (see
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -28,12 +29,13 @@ import pyarrow as pa
 from rich.console import Console
 
 from electra_ablate.data.batches import column_matrix
-from electra_ablate.data.bundle import bundled_pretraining
+from electra_ablate.data.bundle import active_bundle, bundled_pretraining, read_bundle
 from electra_ablate.data.config import DataSpec
 from electra_ablate.data.corpus import Document, corpus_source, heldout_split
 from electra_ablate.data.packing import PackingConfig, SequencePacker, pack_documents
 from electra_ablate.data.paths import cache_root, file_hash, resolve_path, settings_hash
 from electra_ablate.data.tokenizer import (
+    TRAINER_VERSION,
     TRAINING_SAMPLE_CHARS,
     load_tokenizer,
     load_vocab_file,
@@ -41,7 +43,7 @@ from electra_ablate.data.tokenizer import (
     special_tokens,
     train_wordpiece,
 )
-from electra_ablate.errors import DataError
+from electra_ablate.errors import DataError, MixedData
 from electra_ablate.storage import atomic_dir, atomic_write_text
 from electra_ablate.tokens import SpecialTokens
 
@@ -70,6 +72,7 @@ def prepare_pretraining(
 ) -> PretrainingData:
     """Build (or reuse) the tokenizer and the packed train / held-out sequences for ``data``."""
     root = cache_root(data.cache_dir, spec_dir)
+    bundle = active_bundle() if data.cache_dir is None else None  # then root is the bundle
     console = Console(stderr=True, quiet=not progress)
     try:
         source = corpus_source(data.corpus, spec_dir)
@@ -79,6 +82,8 @@ def prepare_pretraining(
         return load_prepared(*bundled)
     fraction = data.corpus.heldout_fraction
     corpus_key = {**source.fingerprint(), "heldout_fraction": fraction}
+    if bundle is not None:
+        return _from_bundle(bundle, data, spec_dir, corpus_key, max_seq_len, packing)
     timings: dict[str, float] = {}
 
     @functools.cache
@@ -90,16 +95,9 @@ def prepare_pretraining(
     tokenizer = load_tokenizer(tokenizer_dir)
     special = special_tokens(tokenizer)
 
-    packed_key = settings_hash(
-        {
-            "tokenizer": tokenizer_dir.name,
-            "corpus": corpus_key,
-            "max_seq_len": max_seq_len,
-            "packing": packing.as_dict(),
-            "version": PACKING_VERSION,
-        }
+    packed_dir = (
+        root / "pretraining" / _packed_name(tokenizer_dir.name, corpus_key, max_seq_len, packing)
     )
-    packed_dir = root / "pretraining" / packed_key
     if not (packed_dir / "summary.json").is_file():
         with atomic_dir(packed_dir) as tmp:
             train_docs, heldout_docs = documents()
@@ -115,6 +113,7 @@ def prepare_pretraining(
                 _save_quietly(table, tmp / split)
             meta = json.loads((tokenizer_dir / "meta.json").read_text())
             summary = {
+                "fingerprint": data_fingerprint(tokenizer_dir, tables),
                 "documents": {"train": len(train_docs), "heldout": len(heldout_docs)},
                 **_sequence_stats(tables, special),
                 "vocab_size": tokenizer.get_vocab_size(),
@@ -125,16 +124,65 @@ def prepare_pretraining(
     return load_prepared(tokenizer_dir, packed_dir)
 
 
+def _packed_name(tokenizer: str, corpus_key: dict, max_seq_len: int, packing: PackingConfig) -> str:
+    return settings_hash(
+        {
+            "tokenizer": tokenizer,
+            "corpus": corpus_key,
+            "max_seq_len": max_seq_len,
+            "packing": packing.as_dict(),
+            "version": PACKING_VERSION,
+        }
+    )
+
+
+def _from_bundle(
+    bundle: Path,
+    data: DataSpec,
+    spec_dir: Path | None,
+    corpus_key: dict,
+    max_seq_len: int,
+    packing: PackingConfig,
+) -> PretrainingData:
+    """The active bundle's data for ``data``, where the raw corpus is here too. A bundle is
+    read-only to the studies that use it: one made for other settings or from another corpus
+    is refused, never built into."""
+    bundled = bundled_pretraining(data, max_seq_len, packing.as_dict())
+    if bundled is None:
+        raise DataError(
+            f"the data bundle {bundle} holds no data for this spec's data settings (it was "
+            f"made for study {read_bundle(bundle).get('study')!r}): make one for this spec with "
+            "`ablate data prepare SPEC --bundle DIR`, or run without it; a bundle is never "
+            "written into"
+        )
+    tokenizer = settings_hash(_tokenizer_key(data, spec_dir, corpus_key))
+    expected = (tokenizer, _packed_name(tokenizer, corpus_key, max_seq_len, packing))
+    if (bundled[0].name, bundled[1].name) != expected:
+        prepared = load_prepared(*bundled)
+        raise MixedData(
+            f"the data bundle {bundle} holds data {prepared.summary['fingerprint']}, made from "
+            f"another corpus or tokenizer than the one here (its tokenizer {bundled[0].name}, "
+            f"this corpus's {tokenizer}): use the bundle made from this data, or run without it"
+        )
+    return load_prepared(*bundled)
+
+
 def load_prepared(tokenizer_dir: Path, packed_dir: Path) -> PretrainingData:
     """A tokenizer folder and a packed-sequences folder, as built above (cache or bundle)."""
     tokenizer = load_tokenizer(tokenizer_dir)
+    train = read_arrow_split(packed_dir / "train")
+    heldout = read_arrow_split(packed_dir / "heldout")
+    summary = json.loads((packed_dir / "summary.json").read_text())
+    # From the files as they are now (a fraction of a second), never from a record of them: a
+    # cache or bundle whose files changed since they were built shows another fingerprint.
+    summary["fingerprint"] = data_fingerprint(tokenizer_dir, {"train": train, "heldout": heldout})
     return PretrainingData(
         special=special_tokens(tokenizer),
         vocab_size=tokenizer.get_vocab_size(),
         tokenizer_dir=tokenizer_dir,
-        train=read_arrow_split(packed_dir / "train"),
-        heldout=read_arrow_split(packed_dir / "heldout"),
-        summary=json.loads((packed_dir / "summary.json").read_text()),
+        train=train,
+        heldout=heldout,
+        summary=summary,
         packed_dir=packed_dir,
     )
 
@@ -153,6 +201,25 @@ def read_arrow_split(folder: Path) -> pa.Table:
     return pa.concat_tables(tables)
 
 
+TOKENIZER_FILES = ("vocab.txt", "tokenizer.json")
+
+
+def data_fingerprint(tokenizer_dir: Path, tables: dict) -> str:
+    """What a study pre-trains and fine-tunes on, as one short hash: the tokenizer's files and
+    every packed sequence (ids and segment ids of both splits), not the folders' other files
+    (``datasets`` writes a random fingerprint of its own into them). Two caches, bundles or
+    machines with equal fingerprints hold the same data, byte for byte."""
+    digest = hashlib.blake2b(digest_size=8)
+    for name in TOKENIZER_FILES:
+        digest.update(name.encode() + b"\0" + (Path(tokenizer_dir) / name).read_bytes())
+    for split in sorted(tables):
+        for column in ("input_ids", "token_type_ids"):
+            digest.update(f"{split}/{column}\0".encode())
+            for chunk in tables[split].column(column).chunks:  # the same bytes, however chunked
+                digest.update(np.ascontiguousarray(chunk.flatten().to_numpy(zero_copy_only=False)))
+    return digest.hexdigest()
+
+
 def _tokenizer_dir(
     data: DataSpec,
     spec_dir: Path | None,
@@ -164,24 +231,14 @@ def _tokenizer_dir(
 ) -> Path:
     """The cached tokenizer folder, built from the vocab file or trained on the train split."""
     settings = data.tokenizer
-    if settings.vocab_file is not None:
-        vocab_file = resolve_path(settings.vocab_file, spec_dir)
-        if not vocab_file.is_file():
-            raise DataError(f"tokenizer vocab file {vocab_file} does not exist")
-        key = {"vocab_file": file_hash(vocab_file), "lowercase": settings.lowercase}
-    else:
-        key = {
-            "corpus": corpus_key,
-            "vocab_size": settings.vocab_size,
-            "lowercase": settings.lowercase,
-            "sample_chars": TRAINING_SAMPLE_CHARS,
-        }
+    key = _tokenizer_key(data, spec_dir, corpus_key)
     directory = root / "tokenizers" / settings_hash(key)
     if (directory / "meta.json").is_file():
         return directory
     timings: dict[str, float] = {}
     with atomic_dir(directory) as tmp:
         if settings.vocab_file is not None:
+            vocab_file = resolve_path(settings.vocab_file, spec_dir)
             tokenizer = load_vocab_file(vocab_file, settings.lowercase)
         else:
             train_docs, _ = documents()
@@ -193,6 +250,24 @@ def _tokenizer_dir(
         meta = {"settings": key, "train_s": timings.get("train_s", 0.0)}
         atomic_write_text(tmp / "meta.json", json.dumps(meta, indent=2))
     return directory
+
+
+def _tokenizer_key(data: DataSpec, spec_dir: Path | None, corpus_key: dict) -> dict:
+    """What the tokenizer is built from: the vocab file's contents, or the corpus and the
+    training settings."""
+    settings = data.tokenizer
+    if settings.vocab_file is not None:
+        vocab_file = resolve_path(settings.vocab_file, spec_dir)
+        if not vocab_file.is_file():
+            raise DataError(f"tokenizer vocab file {vocab_file} does not exist")
+        return {"vocab_file": file_hash(vocab_file), "lowercase": settings.lowercase}
+    return {
+        "corpus": corpus_key,
+        "vocab_size": settings.vocab_size,
+        "lowercase": settings.lowercase,
+        "sample_chars": TRAINING_SAMPLE_CHARS,
+        "trainer": TRAINER_VERSION,
+    }
 
 
 def _sequence_stats(tables: dict, special: SpecialTokens) -> dict:

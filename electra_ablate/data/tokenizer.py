@@ -8,6 +8,7 @@ here, in fine-tuning and in a ``transformers`` export) and the matching ``vocab.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -22,6 +23,10 @@ TRAINING_SAMPLE_CHARS = 20_000_000
 """Train on at most about this many characters: a stride sample of the documents. WordPiece
 statistics settle long before that while training time grows with it (shared 72 MB corpus on
 2 cores: 8-17 s for the sample, 30 s for all of it, held-out [UNK] rate 0.0% either way)."""
+
+TRAINER_VERSION = 2
+"""Part of the trained tokenizer's cache key: 2 is the deterministic training of
+``train_wordpiece`` (1 let the library number ties, differently in every process)."""
 
 
 def special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
@@ -40,10 +45,26 @@ def special_tokens(tokenizer: Tokenizer) -> SpecialTokens:
 def train_wordpiece(
     documents: Sequence[Document], vocab_size: int, lowercase: bool, progress: bool = False
 ) -> Tokenizer:
-    """A WordPiece tokenizer trained on (a stride sample of) ``documents``.
+    """A WordPiece tokenizer trained on (a stride sample of) ``documents``, the same vocabulary
+    with the same ids in every process.
 
-    The special tokens are handed to the trainer first, so they get ids 0..4 in
-    ``SPECIAL_TOKENS`` order, matching ``SpecialTokens``.
+    The ``tokenizers`` trainer is not deterministic on its own: it numbers the ``##x``
+    continuation characters in the order it meets them in a hash map (a random order per
+    process), breaks ties between equally frequent merges by those ids, and cuts the alphabet
+    at ``limit_alphabet`` among equally frequent characters in hash order, so two processes
+    could train different vocabularies (and pack the corpus differently). Everything it would
+    decide by hash order is decided here first, by a stable key, and handed to it:
+
+    1. the alphabet: the ``ALPHABET_LIMIT`` most frequent characters of the normalised sample,
+       ties broken by code point (given as ``initial_alphabet``, so the trainer's own cut keeps
+       exactly these);
+    2. the continuation characters: a first trainer pass that stops before any merge finds which
+       ``##x`` occur; the real pass gets them, sorted, right after the special tokens, so they
+       have fixed ids before it meets them and every tie it breaks by id is broken the same way.
+
+    The merges themselves are then deterministic (counts are sums; ties go by id). Ids: the
+    special tokens 0..4 in ``SPECIAL_TOKENS`` order (matching ``SpecialTokens``), the ``##x``
+    characters, the alphabet by code point, then the merged pieces in the order they were made.
     """
     total = sum(len(p) for d in documents for p in d)
     stride = max(1, math.ceil(total / TRAINING_SAMPLE_CHARS))
@@ -53,17 +74,55 @@ def train_wordpiece(
         for document in sample:
             yield from document
 
+    alphabet = _alphabet(paragraphs(), lowercase)
+    found = _train(paragraphs(), 1, list(SPECIAL_TOKENS), alphabet, lowercase, False)
+    continuation = sorted(t for t in found.get_vocab() if t.startswith("##"))
+    trained = _train(
+        paragraphs(), vocab_size, [*SPECIAL_TOKENS, *continuation], alphabet, lowercase, progress
+    )
+    # Rebuilt from the vocabulary: the ``##x`` tokens were special only to fix their ids.
+    vocab = trained.get_vocab(with_added_tokens=False)
+    tokenizer = _bert_wordpiece(WordPiece(vocab, unk_token="[UNK]"), lowercase)
+    tokenizer.add_special_tokens(list(SPECIAL_TOKENS))
+    _add_template(tokenizer)
+    return tokenizer
+
+
+ALPHABET_LIMIT = 1000
+"""Characters kept as single-character tokens (the rest become ``[UNK]``), as in the
+``tokenizers`` BERT WordPiece recipe."""
+
+
+def _alphabet(paragraphs: Iterator[str], lowercase: bool) -> list[str]:
+    """The ``ALPHABET_LIMIT`` most frequent non-space characters after BERT normalisation,
+    ties broken by code point: the trainer would break them in hash order."""
+    normalizer = _bert_wordpiece(WordPiece(unk_token="[UNK]"), lowercase).normalizer
+    counts: Counter[str] = Counter()
+    for paragraph in paragraphs:
+        counts.update(normalizer.normalize_str(paragraph))
+    ranked = sorted((c for c in counts if not c.isspace()), key=lambda c: (-counts[c], c))
+    return sorted(ranked[:ALPHABET_LIMIT])
+
+
+def _train(
+    paragraphs: Iterator[str],
+    vocab_size: int,
+    special: list[str],
+    alphabet: list[str],
+    lowercase: bool,
+    progress: bool,
+) -> Tokenizer:
     tokenizer = _bert_wordpiece(WordPiece(unk_token="[UNK]"), lowercase)
     trainer = trainers.WordPieceTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
-        special_tokens=list(SPECIAL_TOKENS),
-        limit_alphabet=1000,
+        special_tokens=special,
+        limit_alphabet=ALPHABET_LIMIT,
+        initial_alphabet=alphabet,
         continuing_subword_prefix="##",
         show_progress=progress,
     )
-    tokenizer.train_from_iterator(paragraphs(), trainer, length=sum(len(d) for d in sample))
-    _add_template(tokenizer)
+    tokenizer.train_from_iterator(paragraphs, trainer)
     return tokenizer
 
 

@@ -13,6 +13,7 @@ from electra_ablate.config import preset
 from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.finetune.recipe import FinetuneRecipe
 from electra_ablate.objective import params_departures
+from electra_ablate.packs import data_fingerprints
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -209,6 +210,8 @@ def header(
         ("Deviations from the paper", deviations_text(study)),
         ("FLOPs budget", inline(study.get("budget"))),
     ]
+    if fingerprints := data_fingerprints(study):  # a study made before them records none
+        rows.insert(8, ("Data fingerprint", ", ".join(f"`{f}`" for f in fingerprints)))
     if study.get("variants"):
         sets = [
             f"`{v['label']}`: {inline(v.get('set')) or 'as specified'}"

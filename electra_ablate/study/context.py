@@ -63,9 +63,10 @@ class VariantData:
 
     @property
     def fingerprint(self) -> str:
-        """Identity of tokenizer and packed corpus (build timings excluded)."""
-        summary = {k: v for k, v in self.data.summary.items() if k != "seconds"}
-        return config_hash({"tokenizer": self.data.tokenizer_dir.name, "packed": summary})
+        """The data fingerprint (``data.pretraining.data_fingerprint``: a hash of the tokenizer's
+        files and every packed sequence), part of every run, baseline and reference id: a unit
+        trained on other data is another unit, whichever cache or machine built the data."""
+        return self.data.summary["fingerprint"]
 
 
 class Study:

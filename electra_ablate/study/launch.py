@@ -23,9 +23,12 @@ tables from what is on disk, as ``ablate run --collect`` does.
 from __future__ import annotations
 
 import shutil
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -184,6 +187,7 @@ class Launcher:
             folder=study.layout.jobs, cluster=cluster, slurm_max_num_timeout=MAX_TIMEOUTS
         )
         self.sbatch = sbatch_parameters(options.resources.sbatch)
+        self.submitted: list[Any] = []  # the local jobs started, for ``stop_local_jobs``
 
     def parameters(self, gpus: int, tasks: int, after: Any | None = None) -> dict[str, Any]:
         r = self.options.resources
@@ -210,7 +214,15 @@ class Launcher:
 
     def submit(self, call: UnitJob, gpus: int, tasks: int, after: Any | None = None) -> Any:
         self.executor.update_parameters(**self.parameters(gpus, tasks, after))
-        return self.executor.submit(call)
+        if self.chained:
+            return self.executor.submit(call)
+        # A local job's controller and its tasks start with Ctrl-C blocked: the parent stops
+        # them (``stop_local_jobs``), instead of every controller printing its own
+        # KeyboardInterrupt traceback to the terminal.
+        with sigint_blocked():
+            job = self.executor.submit(call)
+            self.submitted.append(job)  # before a Ctrl-C held back meanwhile arrives
+        return job
 
     def pretrain(self, index: int, unit: Unit) -> Tracked:
         gpus = self.options.resources.gpus_per_job
@@ -244,8 +256,26 @@ def launch_units(
     log: Log,
 ) -> list[str]:
     """Submit the planned units' unfinished work as jobs; wait for them unless told not to.
-    Returns one line per failed unit (with its job's log), empty if none failed."""
+    Returns one line per failed unit (with its job's log), empty if none failed. Stopped by
+    anything (Ctrl-C, SIGTERM, an error), it first ends the local jobs it started: none goes on
+    writing into the study once the parent has let go of its lock."""
     launcher = Launcher(study, options, setup)
+    try:
+        return submit_and_wait(study, plan, options, mode, log, launcher)
+    except BaseException:
+        if not launcher.chained:
+            stop_local_jobs(launcher.submitted)
+        raise
+
+
+def submit_and_wait(
+    study: Study,
+    plan: list[tuple[int, Unit]],
+    options: LaunchOptions,
+    mode: ProgressMode,
+    log: Log,
+    launcher: Launcher,
+) -> list[str]:
     per_job = options.resources.finetunes_per_job
     tracked: list[Tracked] = []
     for index, unit in plan:
@@ -271,18 +301,60 @@ def launch_units(
     index_of = {id(unit): index for index, unit in plan}
     line = ProgressLine(mode)
     try:
-        while any(t.outcome is None for t in tracked):
-            for t in [t for t in tracked if t.outcome is None and t.job.done()]:
-                settle(t)
-                if t.then and t.unit.done:  # the local executor: its fine-tunes may start now
-                    index = index_of[id(t.unit)]
-                    tracked += [launcher.finetunes(index, t.unit, batch) for batch in t.then]
-            line.show(tracked)
-            if any(t.outcome is None for t in tracked):
-                time.sleep(POLL_S)
+        wait_for(tracked, launcher, index_of, line)
     finally:
         line.close()
     return [t.failure for t in tracked if t.outcome == "failed"]
+
+
+def wait_for(
+    tracked: list[Tracked], launcher: Launcher, index_of: dict[int, int], line: ProgressLine
+) -> None:
+    """Until every job has an outcome; a local pre-training job's fine-tunes are submitted
+    when it ends (the local executor has no dependencies)."""
+    while any(t.outcome is None for t in tracked):
+        for t in [t for t in tracked if t.outcome is None and t.job.done()]:
+            settle(t)
+            if t.then and t.unit.done:  # the local executor: its fine-tunes may start now
+                index = index_of[id(t.unit)]
+                tracked += [launcher.finetunes(index, t.unit, batch) for batch in t.then]
+        line.show(tracked)
+        if any(t.outcome is None for t in tracked):
+            time.sleep(POLL_S)
+
+
+LOCAL_STOP_S = 60
+"""How long a stopping parent waits for its local jobs to end before it gives up on them."""
+
+
+def stop_local_jobs(jobs: list[Any]) -> None:
+    """End the local jobs still running and wait for them, so none goes on writing into the
+    study after its parent let go of the lock: SIGTERM to each job's controller, which passes
+    it on to its tasks (submitit's ``LocalJob.cancel`` sends SIGINT, which they ignore)."""
+    running = []
+    for job in jobs:
+        process = getattr(job, "_process", None)  # the controller's Popen (submitit.local)
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            running.append(process)
+    deadline = time.monotonic() + LOCAL_STOP_S
+    for process in running:
+        try:
+            process.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@contextmanager
+def sigint_blocked() -> Iterator[None]:
+    """SIGINT blocked in this thread for the block, so the processes it starts inherit it
+    blocked (a signal mask survives fork and exec) and never see Ctrl-C; one that arrives
+    meanwhile is delivered here when the block ends, never lost."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def settle(t: Tracked) -> None:

@@ -13,8 +13,10 @@ from pathlib import Path
 
 import torch
 
+from electra_ablate.layout import PLAN_FILE
 from electra_ablate.storage import atomic_write_text
 from electra_ablate.study.context import Study
+from electra_ablate.study.units import BaselineUnit, ReferenceUnit, RunUnit, Unit
 
 
 def write_study_json(study: Study, started: float, finished: float) -> None:
@@ -33,6 +35,7 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "pretrain": base.pretrain.model_dump(mode="json"),
         "budget": spec.budget.model_dump(),
         "data": {**spec.data.model_dump(), **study.data(base).data.summary},
+        "data_fingerprints": sorted({study.data(v).fingerprint for _, v in variants}),
         **{
             key: (
                 {
@@ -52,6 +55,27 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "wall_s": finished - started,
     }
     atomic_write_text(study.layout.study_json, json.dumps(info, indent=2, default=str))
+
+
+def write_plan(study: Study, units: list[Unit]) -> None:
+    """``plan.json``: every unit the spec plans and its evaluations, written when a run plans
+    them, so ``ablate status`` counts the work still to do before the first tables exist."""
+    planned = [
+        {
+            "kind": "reference"
+            if isinstance(unit, ReferenceUnit)
+            else "baseline"
+            if isinstance(unit, BaselineUnit)
+            else "run",
+            "label": unit.label,
+            "seed": unit.seed if isinstance(unit, RunUnit) else None,
+            "run_id": unit.run_id,
+            "jobs": len(study.jobs(unit, ready_only=False)),
+        }
+        for unit in units
+    ]
+    plan = {"name": study.spec.name, "units": planned}
+    atomic_write_text(study.layout.root / PLAN_FILE, json.dumps(plan, indent=2))
 
 
 def iso(timestamp: float) -> str:

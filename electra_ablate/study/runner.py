@@ -28,9 +28,10 @@ from electra_ablate.errors import AblateError
 from electra_ablate.locks import FolderLock, lock_study
 from electra_ablate.spec import StudySpec
 from electra_ablate.study.context import Study
+from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.integrity import check_study
-from electra_ablate.study.provenance import write_study_json
+from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.units import RunUnit, Unit
@@ -76,7 +77,9 @@ def run_study(
         if not study.dist.is_main:
             log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
         if collect:  # reads only: never blocked by, nor blocking, a study that runs
-            return collect_finished(study, study.prepare(progress=mode == "live"), started, log)
+            units = study.prepare(progress=mode == "live")
+            check_study_data(study, record=False)
+            return collect_finished(study, units, started, log)
         locks = hold_study(study, wait, shard)
         try:
             if launcher is not None:
@@ -118,6 +121,8 @@ def planned_units(
     if shard is not None:
         log(f"shard {shard}: {len(mine)} of the study's {len(units)} units")
     if study.dist.is_main:
+        check_study_data(study)
+        write_plan(study, units)
         check_study(study, mine, log)
     return units, mine
 
