@@ -779,7 +779,11 @@ def _assert_same_kept(case: ContractCase, kept: KeptModel, loaded: KeptModel) ->
         raise ContractError(FINETUNE, f"head tensors differ after load_kept: {_some(differing)}")
     kept.encoder.eval()
     loaded.encoder.eval()
-    inputs = (case.batch["input_ids"], case.batch["token_type_ids"], case.batch["attention_mask"])
+    inputs = (
+        case.batch["input_ids"],
+        case.batch["token_type_ids"],
+        case.batch.get("attention_mask"),
+    )
     before, after = kept.encoder(*inputs), loaded.encoder(*inputs)
     if not torch.allclose(before, after, rtol=1e-5, atol=1e-6):
         gap = (before - after).abs().max().item()

@@ -23,9 +23,16 @@ ABLATE_CACHE="$SCRATCH/cache" ablate kit gpu/rehearsal.yaml --out "$SCRATCH/kit"
 
 echo "== the node's environment: CPU torch and the node's packages only"
 pins=$(python - <<'PY'
-from importlib.metadata import version
+from importlib.metadata import PackageNotFoundError, version
 from electra_ablate.kit import NODE_EXTRAS, NODE_PACKAGES
-print(" ".join(f"{n}=={version(n)}" for n in NODE_PACKAGES + NODE_EXTRAS if n != "torch"))
+
+def pin(name: str) -> str:  # this environment's version; any, where it lacks the package
+    try:
+        return f"{name}=={version(name)}"
+    except PackageNotFoundError:
+        return name
+
+print(" ".join(pin(n) for n in NODE_PACKAGES + NODE_EXTRAS if n != "torch"))
 PY
 )
 if [ ! -x "$SCRATCH/node-venv/bin/python" ]; then

@@ -102,10 +102,11 @@ def _packed_batches(
 def _hidden(model: KeptModel, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """Final hidden states [B, L, H] of the encoder on one batch, on the model's device."""
     device = _device(model.encoder)
+    mask = batch.get("attention_mask")  # absent where the batch has no padding
     return model.encoder(
         batch["input_ids"].to(device),
         batch["token_type_ids"].to(device),
-        batch["attention_mask"].to(device),
+        None if mask is None else mask.to(device),
     )
 
 
@@ -190,7 +191,7 @@ def pooled_features(
         for indices in length_batches(data.lengths, batch_tokens):
             batch = collate(data, indices)
             hidden = _hidden(model, batch).float().cpu()
-            mask = batch["attention_mask"].unsqueeze(-1).float()
+            mask = (batch["input_ids"] != PAD_ID).unsqueeze(-1).float()  # the tokens, no padding
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
             out[torch.from_numpy(indices)] = torch.cat([hidden[:, 0], mean], dim=1)
     return out
