@@ -13,7 +13,9 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -31,14 +33,19 @@ E2E = [pytest.mark.slow, needs_ablate]
 """The marks of an end-to-end module: slow, and skipped without the console script."""
 
 
-def needs_extra(module: str, extra: str) -> pytest.MarkDecorator:
-    """Skip when an optional extra's module is missing, naming the extra that brings it. A mark,
-    not an ``importorskip`` in the test body, so that the skip comes before any fixture (and the
-    study it trains) is set up."""
-    return pytest.mark.skipif(
+T = TypeVar("T")
+
+
+def needs_extra(module: str, extra: str) -> Callable[[T], T]:
+    """Skip when an optional extra's module is missing, naming the extra that brings it, and
+    mark the test ``extra`` (CI runs those with the extras uninstalled, to see them skip). A
+    mark, not an ``importorskip`` in the test body, so that the skip comes before any fixture
+    (and the study it trains) is set up."""
+    skip = pytest.mark.skipif(
         importlib.util.find_spec(module) is None,
         reason=f"{module} is not installed (pip install 'electra-ablate[{extra}]')",
     )
+    return lambda test: pytest.mark.extra(skip(test))
 
 
 def ablate(

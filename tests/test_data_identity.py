@@ -23,6 +23,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from ablate_cli import needs_extra
 
 from electra_ablate.results import KEY_COLUMNS
 
@@ -356,6 +357,7 @@ def alive(pid: int) -> bool:
     return not (stat.exists() and stat.read_text().split(")")[-1].split()[0] == "Z")
 
 
+@needs_extra("submitit", "slurm")
 @pytest.mark.parametrize("how", ["SIGTERM to the parent alone", "Ctrl-C on the process group"])
 def test_a_stopped_local_launcher_stops_its_jobs_and_says_one_line(finished, tmp_path, how):
     """Case 7: local jobs never go on without the lock their parent held, and Ctrl-C is one
