@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 from pathlib import Path
 
 import torch
@@ -142,3 +144,23 @@ def deterministic_trainer(run_dir: Path, global_batch: int, rank: int, world_siz
         tokenizer_dir=tokenizer_dir,
     )
     return Trainer(objective, run, torch.device("cpu"), dist_ctx, progress=False)
+
+
+def free_port() -> int:
+    """A free local TCP port for a test's own process group."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def become_rank(rank: int, world_size: int, port: int) -> None:
+    """Make this spawned process rank ``rank`` of a local group, as torchrun's variables would,
+    on one torch thread (two ranks share the test machine's cores)."""
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+    )
+    torch.set_num_threads(1)

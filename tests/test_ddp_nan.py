@@ -6,8 +6,6 @@ The group here is made with a 20-second timeout, so a rank left waiting fails th
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -18,26 +16,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import deterministic_trainer  # noqa: E402
+from engine_helpers import become_rank, deterministic_trainer, free_port  # noqa: E402
 
 NAN_STEP = 2
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def worker(rank: int, world_size: int, port: int, run_dir: str, out: str) -> None:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_RANK=str(rank),
-    )
-    torch.set_num_threads(1)
+    become_rank(rank, world_size, port)
     dist.init_process_group("gloo", timeout=timedelta(seconds=20))
     trainer = deterministic_trainer(Path(run_dir), global_batch=8, rank=rank, world_size=2)
     forward = trainer.objective.forward

@@ -3,8 +3,6 @@ same global batch: the data is sharded by rank and gradients are averaged across
 
 from __future__ import annotations
 
-import os
-import socket
 import sys
 from pathlib import Path
 
@@ -15,24 +13,11 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).parent))
-from engine_helpers import deterministic_trainer  # noqa: E402
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from engine_helpers import become_rank, deterministic_trainer, free_port  # noqa: E402
 
 
 def worker(rank: int, world_size: int, port: int, run_dir: str) -> None:
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_RANK=str(rank),
-    )
-    torch.set_num_threads(1)
+    become_rank(rank, world_size, port)
     try:
         deterministic_trainer(
             Path(run_dir), global_batch=8, rank=rank, world_size=world_size

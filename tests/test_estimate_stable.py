@@ -6,19 +6,16 @@ and prints its plan with whole names at 80 columns, a range and the load it was 
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from contextlib import contextmanager
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 import yaml
+from ablate_cli import SMOKE, ablate
 
 from electra_ablate.study import estimate
-
-SMOKE = Path(__file__).resolve().parent.parent / "studies" / "smoke.yaml"
 
 
 def fake_stepper(one_thread_s: float, many_threads_s: float):
@@ -88,14 +85,7 @@ def test_dry_run_shows_progress_and_a_whole_plan_at_80_columns(smoke_env, tmp_pa
     path.write_text(yaml.safe_dump(spec))
     # a data cache of its own: preparing the data is the slow step the status line must name
     env = {**smoke_env, "COLUMNS": "80", "ABLATE_CACHE": str(tmp_path / "cache")}
-    result = subprocess.run(
-        ["ablate", "run", str(path), "--dry-run", "--out", str(tmp_path / "out")],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    result = ablate("run", path, "--dry-run", "--out", tmp_path / "out", env=env, timeout=600)
     assert result.returncode == 0, result.stderr
     # piped: plain lines on stderr say what it is doing before the plan appears
     assert "preparing the data" in result.stderr

@@ -3,27 +3,16 @@ once, not per claim, what would resolve the claims (issue 43)."""
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 import pytest
 import yaml
+from ablate_cli import SMOKE, ablate
 
 pytestmark = pytest.mark.slow
-
-SMOKE = Path(__file__).resolve().parent.parent / "studies" / "smoke.yaml"
 
 
 def test_the_smoke_report_header_shows_it_is_a_plumbing_check(smoke_study, smoke_env, tmp_path):
     out = tmp_path / "report"
-    result = subprocess.run(
-        ["ablate", "report", str(smoke_study), "--out", str(out)],
-        env=smoke_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    result = ablate("report", smoke_study, "--out", out, env=smoke_env, timeout=600)
     assert result.returncode == 0, result.stderr
     text = (out / "report.md").read_text(encoding="utf-8")
     description = yaml.safe_load(SMOKE.read_text())["description"]
