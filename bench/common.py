@@ -14,8 +14,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.backbone.tokens import SpecialTokens
+from electra_ablate.pretraining.config import PretrainSpec
 
 
 def packed_batch(

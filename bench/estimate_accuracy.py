@@ -30,12 +30,12 @@ from pathlib import Path
 import polars as pl
 import torch
 
-from electra_ablate.engine.progress import format_duration
-from electra_ablate.spec import load_spec
+from electra_ablate.infra.progress import format_duration
+from electra_ablate.infra.threads import torch_threads
 from electra_ablate.study import Study, estimate_study
 from electra_ablate.study.estimate import machine_load, stepper
+from electra_ablate.study.spec import load_spec
 from electra_ablate.study.units import RunUnit
-from electra_ablate.threads import torch_threads
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,13 +20,13 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from electra_ablate.config import preset
-from electra_ablate.data.glue import GLUE_TASKS, encode_glue, load_glue_task
+from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.model import Encoder, TokenBinaryHead
+from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.finetune import FinetuneRecipe, as_examples, finetune_task
-from electra_ablate.kept import LoadedKept
-from electra_ablate.model import Encoder, TokenBinaryHead
-from electra_ablate.objective import KeptModel
+from electra_ablate.evaluation.finetune import FinetuneRecipe, as_examples, finetune_task
+from electra_ablate.evaluation.glue.data import GLUE_TASKS, encode_glue, load_glue_task
+from electra_ablate.pretraining.objective import KeptModel
 
 PADDINGS = ("dynamic", "max_len")
 EVAL_EXAMPLES = 32

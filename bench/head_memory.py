@@ -21,14 +21,14 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import electra_ablate.objectives.all_tokens_mlm as all_tokens_module
 from common import packed_batch
 
-import objectives.all_tokens_mlm as all_tokens_module
-from electra_ablate.components import generator as generator_module
-from electra_ablate.components import losses as losses_module
-from electra_ablate.config import preset
-from electra_ablate.objective import build_objective
-from electra_ablate.tokens import Vocab
+from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import generator as generator_module
+from electra_ablate.pretraining.components import losses as losses_module
+from electra_ablate.pretraining.objective import build_objective
 
 
 def old_target_log_softmax(logits, targets):

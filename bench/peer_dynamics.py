@@ -37,7 +37,21 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import adamw
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.checkpoints.export import hf_config, hf_state_dict
+from electra_ablate.checkpoints.kept import LoadedKept, load_kept
+from electra_ablate.data.batches import PackedBatches, column_matrix
+from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
+from electra_ablate.evaluation.probes.corruption_sources import (
+    CORRUPTION_SOURCES,
+    BigramTable,
+    CorruptedText,
+    corrupt,
+    select_positions,
+)
+from electra_ablate.evaluation.probes.reference_detectors import bigram_detector_scores
+from electra_ablate.pretraining.components import (
     Discriminator,
     binary_entropy,
     maskable,
@@ -48,26 +62,12 @@ from electra_ablate.components import (
     sample_tokens,
     sampling_log_probs,
 )
-from electra_ablate.config import BackboneConfig
-from electra_ablate.data.batches import PackedBatches, column_matrix
-from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
-from electra_ablate.engine import learning_rate
-from electra_ablate.engine.plan import RunPlan
-from electra_ablate.evaluation.corruption_sources import (
-    CORRUPTION_SOURCES,
-    BigramTable,
-    CorruptedText,
-    corrupt,
-    select_positions,
-)
-from electra_ablate.evaluation.reference_detectors import bigram_detector_scores
-from electra_ablate.export import hf_config, hf_state_dict
-from electra_ablate.flops import CONVENTIONS
-from electra_ablate.kept import LoadedKept, load_kept
-from electra_ablate.objective import Batch
-from electra_ablate.spec import PretrainSpec, load_spec
+from electra_ablate.pretraining.engine import learning_rate
+from electra_ablate.pretraining.engine.plan import RunPlan
+from electra_ablate.pretraining.flops import CONVENTIONS
+from electra_ablate.pretraining.objective import Batch
 from electra_ablate.study.context import data_vocab
-from electra_ablate.tokens import Vocab
+from electra_ablate.study.spec import PretrainSpec, load_spec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -32,14 +32,14 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json_child, timed
 
-from electra_ablate.config import BackboneConfig, preset
-from electra_ablate.engine import autocast, make_optimizer
-from electra_ablate.engine.compiling import compiled
-from electra_ablate.export import hf_config
-from electra_ablate.flops import objective_flops
-from electra_ablate.objective import build_objective
-from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens, Vocab
+from electra_ablate.backbone.config import BackboneConfig, preset
+from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+from electra_ablate.checkpoints.export import hf_config
+from electra_ablate.pretraining.config import PretrainSpec
+from electra_ablate.pretraining.engine import autocast, make_optimizer
+from electra_ablate.pretraining.engine.compiling import compiled
+from electra_ablate.pretraining.flops import objective_flops
+from electra_ablate.pretraining.objective import build_objective
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

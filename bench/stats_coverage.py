@@ -1,4 +1,4 @@
-"""How often the intervals of ``electra_ablate.stats`` cover the truth, on simulated studies.
+"""How often the intervals of ``electra_ablate.analysis.stats`` cover the truth, on simulated studies.
 
 Each simulated study has two arms, A and B, whose per-task values follow a hierarchical model
 with a known difference: value = task mean + Δ·[arm A] + pre-training seed effect + fine-tuning
@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from electra_ablate import stats
+from electra_ablate.analysis import stats
 
 TASKS = 5
 TASK_MEANS = np.linspace(0.0, 60.0, TASKS)

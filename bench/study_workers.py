@@ -26,11 +26,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import packed_batch
 
-from electra_ablate.config import preset
-from electra_ablate.engine import make_optimizer
-from electra_ablate.objective import build_objective
-from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import Vocab
+from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.config import PretrainSpec
+from electra_ablate.pretraining.engine import make_optimizer
+from electra_ablate.pretraining.objective import build_objective
 
 
 def child(args: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ from contextlib import contextmanager
 import typer
 
 from electra_ablate import __version__
-from electra_ablate.errors import AblateError, Interrupted
+from electra_ablate.infra.errors import AblateError, Interrupted
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 

@@ -78,7 +78,7 @@ step_test() {
     # The test files that mark CUDA tests (pytest -m cuda), or, where there are none, the
     # doctor's findings: every check passed on every device, and a $DEVICE device was seen.
     local files
-    files=$(grep -l "mark\.cuda" "$REPO"/tests/test_*.py 2>/dev/null)
+    files=$(grep -rl --include="test_*.py" "mark\.cuda" "$REPO"/tests 2>/dev/null)
     if [ -n "$files" ]; then
         # shellcheck disable=SC2086
         (cd "$REPO" && "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider $files) 2>&1 |

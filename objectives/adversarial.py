@@ -15,7 +15,10 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.model import init_weights
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     Discriminator,
     Generator,
     GeneratorParams,
@@ -25,9 +28,7 @@ from electra_ablate.components import (
     non_pad,
     without_special,
 )
-from electra_ablate.config import BackboneConfig
-from electra_ablate.model import init_weights
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -36,7 +37,6 @@ from electra_ablate.objective import (
     Stage,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class AdversarialParams(GeneratorParams):

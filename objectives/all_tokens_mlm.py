@@ -13,16 +13,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.model import Encoder, MLMHead, init_weights
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     GeneratorParams,
     build_generator,
     masked_mean,
     non_pad,
     target_log_softmax,
 )
-from electra_ablate.config import BackboneConfig
-from electra_ablate.model import Encoder, MLMHead, init_weights
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -31,7 +32,6 @@ from electra_ablate.objective import (
     StepOutput,
     logit,
 )
-from electra_ablate.tokens import Vocab
 
 
 def copy_mixture_log_prob(

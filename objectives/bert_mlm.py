@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig, max_predictions
+from electra_ablate.backbone.model import Encoder
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     MaskedLM,
     bert_corruption,
     masked_cross_entropy,
     mlm_metrics,
     select_masked,
 )
-from electra_ablate.config import BackboneConfig, max_predictions
-from electra_ablate.model import Encoder
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -22,7 +23,6 @@ from electra_ablate.objective import (
     OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class BertMLMParams(ObjectiveParams):

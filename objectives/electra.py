@@ -11,7 +11,9 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     Corruption,
     Discriminator,
     GeneratorParams,
@@ -19,8 +21,7 @@ from electra_ablate.components import (
     maskable,
     non_pad,
 )
-from electra_ablate.config import BackboneConfig
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -28,7 +29,6 @@ from electra_ablate.objective import (
     OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class ElectraParams(GeneratorParams):

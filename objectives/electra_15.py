@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 import torch
+from electra_ablate.objectives.electra import Electra
 
-from electra_ablate.components import Corruption
-from electra_ablate.objective import Batch
-from objectives.electra import Electra
+from electra_ablate.pretraining.components import Corruption
+from electra_ablate.pretraining.objective import Batch
 
 
 class Electra15(Electra):

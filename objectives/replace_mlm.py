@@ -4,16 +4,17 @@ fine-tuning lacks. Isolates the pre-train/fine-tune mismatch that [MASK] causes.
 
 from __future__ import annotations
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig, max_predictions
+from electra_ablate.backbone.model import Encoder
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     GeneratorParams,
     MaskedLM,
     build_generator,
     masked_cross_entropy,
     mlm_metrics,
 )
-from electra_ablate.config import BackboneConfig, max_predictions
-from electra_ablate.model import Encoder
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -21,7 +22,6 @@ from electra_ablate.objective import (
     OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class ReplaceMLM(Objective):

@@ -12,10 +12,11 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import Discriminator, Generator, maskable, non_pad
-from electra_ablate.config import BackboneConfig
-from electra_ablate.model import Encoder
-from electra_ablate.objective import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.model import Encoder
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import Discriminator, Generator, maskable, non_pad
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -26,7 +27,6 @@ from electra_ablate.objective import (
     StageSplit,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class TwoStageParams(ObjectiveParams):

@@ -8,12 +8,14 @@ from pathlib import Path
 
 import torch
 
-from electra_ablate.config import preset
-from electra_ablate.engine import Distributed, PretrainRun, Trainer, plan_run
-from electra_ablate.flops import stage_step_flops
-from electra_ablate.layout import RunLayout
-from electra_ablate.model import Encoder, MLMHead, gather_positions
-from electra_ablate.objective import (
+from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
+from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+from electra_ablate.infra.layout import RunLayout
+from electra_ablate.pretraining.config import PretrainSpec
+from electra_ablate.pretraining.engine import Distributed, PretrainRun, Trainer, plan_run
+from electra_ablate.pretraining.flops import stage_step_flops
+from electra_ablate.pretraining.objective import (
     KeptModel,
     ModelPass,
     Objective,
@@ -21,8 +23,6 @@ from electra_ablate.objective import (
     StepOutput,
     build_objective,
 )
-from electra_ablate.spec import PretrainSpec
-from electra_ablate.tokens import SpecialTokens, Vocab
 
 SPECIAL = SpecialTokens()
 VOCAB = 97

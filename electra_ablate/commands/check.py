@@ -1,4 +1,4 @@
-"""``ablate check NAME``: run the objective contract (``electra_ablate.testing``) on a registered
+"""``ablate check NAME``: run the objective contract (``electra_ablate.conformance.checks``) on a registered
 objective, built-in or third-party; ``ablate check --task NAME``: the evaluation contract on a
 registered task. What a plugin author runs before naming either in a study."""
 
@@ -14,7 +14,7 @@ def parse_params(pairs: list[str]) -> dict[str, Any]:
     """``key=value`` pairs as a params dict. A value is read as JSON where it parses (numbers,
     ``true``/``false``, ``null``) and kept as a string otherwise, so ``tying=all`` needs no
     quotes; the objective's ``Params`` model does the rest of the typing."""
-    from electra_ablate.errors import InputError
+    from electra_ablate.infra.errors import InputError
 
     params: dict[str, Any] = {}
     for pair in pairs:
@@ -34,7 +34,7 @@ def validate_user_params(name: str, params_model: Any, params: dict[str, Any]) -
     do not validate, which the contract reports as the objective's fault (exit 1)."""
     from pydantic import ValidationError
 
-    from electra_ablate.errors import InputError, did_you_mean
+    from electra_ablate.infra.errors import InputError, did_you_mean
 
     if not params:
         return
@@ -75,8 +75,8 @@ def register(app: typer.Typer) -> None:
 
         Prints `ok  RULE` per rule held; a broken rule: one `error: RULE: what` line, exit 1.
         """
-        from electra_ablate.errors import InputError
-        from electra_ablate.testing import ContractError, RuleOutcome, run_contract
+        from electra_ablate.conformance.checks import ContractError, RuleOutcome, run_contract
+        from electra_ablate.infra.errors import InputError
 
         if (name is None) == (task is None):
             raise InputError("give an objective NAME, or --task NAME (not both)")
@@ -96,13 +96,13 @@ def register(app: typer.Typer) -> None:
             if task is not None:
                 if param:
                     raise InputError("--param is for objectives; a task's params come from a spec")
+                from electra_ablate.conformance.checks import run_task_contract
                 from electra_ablate.evaluation.task import get_task
-                from electra_ablate.testing import run_task_contract
 
                 run_task_contract(get_task(task), on_outcome=show)
                 params: dict[str, Any] = {}
             else:
-                from electra_ablate.objective import get_objective
+                from electra_ablate.pretraining.objective import get_objective
 
                 objective_class = get_objective(name)
                 params = parse_params(param or [])

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from electra_ablate.errors import InputError
+from electra_ablate.infra.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -23,9 +23,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Remove what a report and a resume do not need. Results, kept encoders, logs and the
         states of unfinished or failed runs are kept."""
-        from electra_ablate.layout import StudyLayout
-        from electra_ablate.locks import lock_study
-        from electra_ablate.survey import folder_bytes, is_study, megabytes, read_json
+        from electra_ablate.infra.layout import StudyLayout
+        from electra_ablate.infra.locks import lock_study
+        from electra_ablate.study.survey import folder_bytes, is_study, megabytes, read_json
 
         if not states:
             raise InputError("say what to remove: --states (training states of finished runs)")

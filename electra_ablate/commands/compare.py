@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """One table and one score-vs-FLOPs figure (log axis) of the objectives the studies
         share, with 95% CIs: where a crossover between budgets or backbones shows."""
-        from electra_ablate.engine.progress import progress_mode, status_line  # (torch)
+        from electra_ablate.infra.progress import progress_mode, status_line  # (torch)
         from electra_ablate.report.compare import write_comparison
 
         with status_line(f"comparing {len(studies)} studies (intervals, figure)", progress_mode()):

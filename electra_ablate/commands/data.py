@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from electra_ablate.commands.spec import SET_HELP
-from electra_ablate.tables import print_table
+from electra_ablate.infra.tables import print_table
 
 
 def register(app: typer.Typer) -> None:
@@ -33,11 +33,11 @@ def register(app: typer.Typer) -> None:
         import numpy as np
 
         from electra_ablate.data.pretraining import prepare_pretraining
-        from electra_ablate.engine.progress import status_line
+        from electra_ablate.evaluation.finetune import supported_max_len
         from electra_ablate.evaluation.finetuned import FinetunedTask
         from electra_ablate.evaluation.task import family_of, get_task
-        from electra_ablate.finetune import supported_max_len
-        from electra_ablate.spec import load_spec, parse_set_options, task_settings
+        from electra_ablate.infra.progress import status_line
+        from electra_ablate.study.spec import load_spec, parse_set_options, task_settings
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
         if bundle is not None:

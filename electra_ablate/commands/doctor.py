@@ -25,8 +25,8 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
         from rich.table import Table
 
-        from electra_ablate.doctor import diagnose
-        from electra_ablate.storage import atomic_write_text
+        from electra_ablate.infra.storage import atomic_write_text
+        from electra_ablate.study.doctor import diagnose
 
         report = diagnose(steps, compile_check)
         console = Console()

@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         """Export a pre-trained encoder as a Hugging Face folder: load it with
         ElectraForPreTraining.from_pretrained(OUT) and the like. A study's kept encoder that is
         missing or fails its checksum is rebuilt first."""
-        from electra_ablate.export import export_hf
+        from electra_ablate.checkpoints.export import export_hf
         from electra_ablate.study.integrity import repair_kept_folder
 
         repair_kept_folder(checkpoint)

@@ -11,7 +11,7 @@ ids and the same numbers come out as in the study. Options given on the command 
 the spec's.
 
 The checkpoint is one of our kept-model folders, or a Hugging Face ELECTRA/BERT model (a local
-folder with ``config.json``, or a hub name ``org/name``) imported by ``electra_ablate.hf_import``,
+folder with ``config.json``, or a hub name ``org/name``) imported by ``electra_ablate.checkpoints.hf_import``,
 so a published encoder can be scored with exactly the recipe our own encoders get.
 """
 
@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from electra_ablate.errors import AblateError, InputError
-from electra_ablate.tables import print_table
+from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.tables import print_table
 
 if TYPE_CHECKING:
+    from electra_ablate.checkpoints.kept import LoadedKept
+    from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
     from electra_ablate.evaluation.run import EvaluationJob
     from electra_ablate.evaluation.task import TaskSettings
-    from electra_ablate.finetune.recipe import FinetuneRecipe
-    from electra_ablate.kept import LoadedKept
-    from electra_ablate.spec import FinetuneSpec, StudySpec
+    from electra_ablate.study.spec import FinetuneSpec, StudySpec
 
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
 DEFAULT_SEEDS = "0"
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         hub name when the hub is reachable): its encoder is imported and fine-tuned with the
         same recipe, a fresh head on the [CLS] vector (BERT's pooler is not used).
         """
-        from electra_ablate.threads import torch_threads
+        from electra_ablate.infra.threads import torch_threads
 
         _recipe_overrides(cap, epochs, lr, [])  # bad values are reported before anything loads
         if seeds is not None:
@@ -119,7 +119,7 @@ def study_spec(spec: Path | None, kept: LoadedKept) -> StudySpec | None:
     """The spec to repeat: ``--spec``, else the one the kept encoder's study folder recorded
     (``<study>/pretrain/<run>/kept/<fraction>`` or ``<study>/baseline/<run>/kept/0``); the
     variant the encoder was trained under, when the study has variants."""
-    from electra_ablate.spec import load_spec, parse_spec
+    from electra_ablate.study.spec import load_spec, parse_spec
 
     if spec is not None:
         loaded = load_spec(spec, check_data=False)
@@ -221,7 +221,7 @@ def _settings(
     from dataclasses import replace
 
     from electra_ablate.evaluation.task import TaskSettings
-    from electra_ablate.spec import task_settings
+    from electra_ablate.study.spec import task_settings
 
     if study is not None and block is not None:
         settings = task_settings(study, block, task)
@@ -249,8 +249,8 @@ def finetune_checkpoint(
     from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from electra_ablate.checkpoints.kept import LoadedKept
     from electra_ablate.evaluation.run import fresh_kept, run_job
-    from electra_ablate.kept import LoadedKept
 
     if from_scratch:
         fresh = fresh_kept(kept.model.encoder.cfg)
@@ -292,8 +292,8 @@ def load_checkpoint(checkpoint: str) -> LoadedKept:
     study's kept encoder that is missing or fails its checksum is rebuilt first, as ``ablate
     export`` and ``ablate run`` do; any other kept folder must pass its checksums.
     """
-    from electra_ablate.hf_import import is_hf_folder, is_hub_name, load_hf
-    from electra_ablate.kept import load_kept
+    from electra_ablate.checkpoints.hf_import import is_hf_folder, is_hub_name, load_hf
+    from electra_ablate.checkpoints.kept import load_kept
     from electra_ablate.study.integrity import repair_kept_folder
 
     path = Path(checkpoint).expanduser()
@@ -319,8 +319,8 @@ def load_checkpoint(checkpoint: str) -> LoadedKept:
 
 
 def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    from electra_ablate.evaluation.metrics import summarise_seeds
     from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
-    from electra_ablate.metrics import summarise_seeds
 
     done = [r for r in records if r["status"] == "done"]
     if not done:
@@ -343,12 +343,12 @@ def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def family_scores(per_task: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Each family's score from the tasks' medians: ``electra_ablate.results``' paper
+    """Each family's score from the tasks' medians: ``electra_ablate.analysis.results``' paper
     aggregation (each task's median over seeds, then the mean), per family."""
     import polars as pl
 
+    from electra_ablate.analysis.results import paper_scores
     from electra_ablate.evaluation.task import describe_family, family_of, get_task
-    from electra_ablate.results import paper_scores
 
     rows = []
     for name, summary in per_task.items():
@@ -481,7 +481,7 @@ def _recipe_overrides(
 def _recipe(base: FinetuneRecipe | None, overrides: dict[str, Any]) -> FinetuneRecipe:
     from pydantic import ValidationError
 
-    from electra_ablate.finetune.recipe import FinetuneRecipe
+    from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 
     values = base.model_dump() if base is not None else {}
     if "train_caps" in overrides:

@@ -9,8 +9,8 @@ from typing import Any
 
 import typer
 
-from electra_ablate.config import PRESETS
-from electra_ablate.errors import InputError, did_you_mean
+from electra_ablate.backbone.config import PRESETS
+from electra_ablate.infra.errors import InputError, did_you_mean
 
 
 class Convention(str, Enum):
@@ -61,8 +61,8 @@ def flops_report(
     convention: str,
 ) -> dict[str, Any]:
     """Everything ``ablate flops`` prints, as a JSON-ready dict."""
-    from electra_ablate.engine.plan import plan_run
-    from electra_ablate.flops import inference_flops, stage_step_flops, training_flops
+    from electra_ablate.pretraining.engine.plan import plan_run
+    from electra_ablate.pretraining.flops import inference_flops, stage_step_flops, training_flops
 
     objective = _build(model, objective_name, generator_size, vocab, seq)
     budget = training_flops(objective, seq, batch, steps, convention)
@@ -96,8 +96,8 @@ def _build(model: str, name: str, generator_size: float | None, vocab: int, seq:
     import torch
     from pydantic import ValidationError
 
-    from electra_ablate.objective import build_objective, get_objective
-    from electra_ablate.tokens import Vocab
+    from electra_ablate.backbone.tokens import Vocab
+    from electra_ablate.pretraining.objective import build_objective, get_objective
 
     if model not in PRESETS:
         raise InputError(

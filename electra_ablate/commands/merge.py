@@ -21,6 +21,6 @@ def register(app: typer.Typer) -> None:
         `ablate report STUDY_DIR` works at once. Identical units are kept once; a conflicting
         unit, a damaged pack or another study's pack is refused (exit 2) and nothing is
         written; finished work in STUDY_DIR is never replaced. Weights never travel."""
-        from electra_ablate.merge import merge_study
+        from electra_ablate.study.merge import merge_study
 
         merge_study(sources, into, log=typer.echo)

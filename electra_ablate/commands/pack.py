@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write one .tar.gz of everything in a study folder but its weights and training
         states (tables, records, curves, study.json), checksummed, for `ablate merge`."""
-        from electra_ablate.packs import write_pack
+        from electra_ablate.study.packs import write_pack
 
         pack = write_pack(study_dir, out, tensorboard)
         left = ", ".join(

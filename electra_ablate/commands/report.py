@@ -10,8 +10,8 @@ from pathlib import Path
 
 import typer
 
-from electra_ablate.errors import InputError
-from electra_ablate.layout import RESULTS_FILE
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import RESULTS_FILE
 
 RUNS_ROOT = Path("runs")
 
@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write report.md with confidence intervals, the paper's claims, plots and the tables it
         read (so the report folder can be reported again or compared)."""
-        from electra_ablate.engine.progress import progress_mode, status_line  # (torch)
+        from electra_ablate.infra.progress import progress_mode, status_line  # (torch)
         from electra_ablate.report import write_report
 
         directory = run_dir if run_dir is not None else latest_study_dir()

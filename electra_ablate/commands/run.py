@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from electra_ablate.commands.spec import SET_HELP
-from electra_ablate.errors import InputError
-from electra_ablate.tables import print_table
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.tables import print_table
 
 
 class Device(str, Enum):
@@ -98,8 +98,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
-        from electra_ablate.spec import load_spec, parse_set_options
         from electra_ablate.study.shards import parse_shard
+        from electra_ablate.study.spec import load_spec, parse_set_options
 
         if data_bundle is not None:
             from electra_ablate.data.bundle import use_bundle
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
 
 
 def print_plan(spec, spec_path, out_dir, device, overrides, workers, progress=None) -> None:
-    from electra_ablate.engine.progress import format_duration, progress_mode, status_line
+    from electra_ablate.infra.progress import format_duration, progress_mode, status_line
     from electra_ablate.study import Study, estimate_study
 
     study = Study(spec, spec_path, out_dir, device, overrides)

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import typer
 
-from electra_ablate.errors import InputError
+from electra_ablate.infra.errors import InputError
 
 RUNS_ROOT = Path("runs")
 
 
 def latest_study(root: Path = RUNS_ROOT) -> Path:
     """The study folder under ``root`` changed last."""
-    from electra_ablate.survey import is_study
+    from electra_ablate.study.survey import is_study
 
     candidates = [d for d in root.glob("*") if is_study(d)]
     if not candidates:
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Units done, running (and who runs them), failed and pending; fine-tunes; kept
         encoders missing or failing their checksums; disk used. Changes nothing."""
-        from electra_ablate.survey import is_study, megabytes, survey
+        from electra_ablate.study.survey import is_study, megabytes, survey
 
         directory = study_dir if study_dir is not None else latest_study()
         if not is_study(directory):

@@ -7,7 +7,7 @@ from typing import Any
 
 import typer
 
-from electra_ablate.tables import print_table
+from electra_ablate.infra.tables import print_table
 
 
 def describe_tasks() -> list[dict[str, Any]]:

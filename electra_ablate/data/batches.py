@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
-from electra_ablate.errors import DataError
+from electra_ablate.infra.errors import DataError
 
 
 def column_matrix(table: pa.Table, name: str) -> np.ndarray:

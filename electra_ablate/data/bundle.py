@@ -32,8 +32,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.errors import DataError, InputError
-from electra_ablate.storage import atomic_dir, atomic_write_text
+from electra_ablate.infra.errors import DataError, InputError
+from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 
 BUNDLE_FILE = "bundle.json"
 BUNDLE_FORMAT = "electra-ablate data bundle"
@@ -132,10 +132,10 @@ def bundled_task_folder(family: str) -> Path | None:
 def write_bundle(spec: Any, out: Path, log: Any = print) -> dict[str, Any]:
     """Prepare every data setting of ``spec`` (from the raw data, through the cache) and copy
     it, with its tasks' data, into the bundle folder ``out``. Returns the manifest."""
-    from electra_ablate.data.glue import locate_glue_task
     from electra_ablate.data.packing import PackingConfig
     from electra_ablate.data.pretraining import prepare_pretraining
-    from electra_ablate.evaluation.glue import FAMILY as GLUE_FAMILY
+    from electra_ablate.evaluation.glue.data import locate_glue_task
+    from electra_ablate.evaluation.glue.task import FAMILY as GLUE_FAMILY
     from electra_ablate.evaluation.task import get_task
 
     out = Path(out)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from electra_ablate.data.config import CorpusSpec
 from electra_ablate.data.paths import file_hash, resolve_path
-from electra_ablate.errors import DataError
+from electra_ablate.infra.errors import DataError
 
 Document = tuple[str, ...]
 

@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 from tokenizers import Tokenizer
 
+from electra_ablate.backbone.tokens import SpecialTokens
 from electra_ablate.data.corpus import Document
-from electra_ablate.tokens import SpecialTokens
 
 Sentence = list[int]
 

@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from electra_ablate.errors import DataError
+from electra_ablate.infra.errors import DataError
 
 _UNSET_DATA_DIR = "${ABLATE_DATA_DIR}"
 

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 from rich.console import Console
 
+from electra_ablate.backbone.tokens import SpecialTokens
 from electra_ablate.data.batches import column_matrix
 from electra_ablate.data.bundle import active_bundle, bundled_pretraining, read_bundle
 from electra_ablate.data.config import DataSpec
@@ -43,9 +44,8 @@ from electra_ablate.data.tokenizer import (
     special_tokens,
     train_wordpiece,
 )
-from electra_ablate.errors import DataError, MixedData
-from electra_ablate.storage import atomic_dir, atomic_write_text
-from electra_ablate.tokens import SpecialTokens
+from electra_ablate.infra.errors import DataError, MixedData
+from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 
 PACKING_VERSION = 1
 """Part of the packed-data cache key: bump it when packing changes in a way the config misses."""

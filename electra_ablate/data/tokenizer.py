@@ -15,9 +15,9 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, normalizers, pre_tokenizers, processors, trainers
 from tokenizers.models import WordPiece
 
+from electra_ablate.backbone.tokens import SPECIAL_TOKENS, SpecialTokens
 from electra_ablate.data.corpus import Document
-from electra_ablate.errors import DataError
-from electra_ablate.tokens import SPECIAL_TOKENS, SpecialTokens
+from electra_ablate.infra.errors import DataError
 
 TRAINING_SAMPLE_CHARS = 20_000_000
 """Train on at most about this many characters: a stride sample of the documents. WordPiece

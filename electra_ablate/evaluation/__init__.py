@@ -1,4 +1,4 @@
-"""Evaluation: the counterpart of ``electra_ablate.objective`` and ``objectives/``.
+"""Evaluation: the counterpart of ``electra_ablate.pretraining.objective`` and ``objectives/``.
 
 - ``task``: the contract (``Task``, ``TaskFamily``, ``TaskSettings``) and the registry
   (entry-point group ``electra_ablate.tasks``);

@@ -15,13 +15,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from electra_ablate.errors import InputError
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings
+from electra_ablate.infra.errors import InputError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from electra_ablate.kept import LoadedKept
+    from electra_ablate.checkpoints.kept import LoadedKept
 
 TIMED_EXAMPLES = 64
 """Training examples of the short real fine-tune that ``estimate_seconds`` times and scales."""
@@ -77,7 +77,7 @@ class FinetunedTask(Task):
         """The task's splits encoded with the kept encoder's own tokenizer, to the longest
         example the encoder and recipe take; cached per process by the tokenizer's contents."""
         from electra_ablate.data.paths import file_hash
-        from electra_ablate.finetune import supported_max_len
+        from electra_ablate.evaluation.finetune import supported_max_len
 
         tokenizer = Path(kept.tokenizer_dir) / "tokenizer.json"
         if not tokenizer.is_file():
@@ -97,7 +97,7 @@ class FinetunedTask(Task):
         device: Any = "cpu",
         progress: Progress | None = None,
     ) -> dict[str, float]:
-        from electra_ablate.finetune import as_examples, finetune_task
+        from electra_ablate.evaluation.finetune import as_examples, finetune_task
 
         encoded = self.encoded(kept, settings)
         evaluation = as_examples(encoded.validation).capped(settings.eval_cap)
@@ -109,7 +109,7 @@ class FinetunedTask(Task):
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """A short real fine-tune (``TIMED_EXAMPLES`` examples, one epoch), scaled to the
         capped training set and the recipe's epochs, plus one evaluation."""
-        from electra_ablate.finetune import as_examples, finetune_task
+        from electra_ablate.evaluation.finetune import as_examples, finetune_task
 
         encoded = self.encoded(kept, settings)
         recipe = settings.recipe

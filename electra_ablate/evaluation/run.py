@@ -6,7 +6,7 @@ checkpoint, task, seed and settings give the same job id and the same numbers fr
 A job id is a hash of everything that changes the result: the kept encoder's run and budget
 fraction, the task, the seed, the task's own identity (``Task.identity``: for a fine-tuned task
 the recipe and caps) and the task data's fingerprint under its family's name. The GLUE jobs of
-every study made before the evaluation seam keep their ids (``tests/test_pinned_identities.py``).
+every study made before the evaluation seam keep their ids (``tests/study/test_pinned_identities.py``).
 
 Also here: ``fresh_kept``, the one builder of a freshly initialised encoder, which is the
 no-pre-training baseline of a study, ``ablate finetune --from-scratch`` and the dry-run's timing
@@ -19,13 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from electra_ablate.errors import AblateError
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings, get_task
+from electra_ablate.infra.errors import AblateError
 
 if TYPE_CHECKING:
-    from electra_ablate.config import BackboneConfig
-    from electra_ablate.kept import LoadedKept
-    from electra_ablate.objective import KeptModel
+    from electra_ablate.backbone.config import BackboneConfig
+    from electra_ablate.checkpoints.kept import LoadedKept
+    from electra_ablate.pretraining.objective import KeptModel
 
 BASELINE_INIT_SEED = 0
 """The seed of the freshly initialised encoder in every no-pre-training row."""
@@ -141,7 +141,7 @@ def run_job(
         record |= {"reference": job.reference, "step": 0, "flops_paper": 0.0, "flops_standard": 0.0}
     else:
         if kept is None:
-            from electra_ablate.kept import load_kept
+            from electra_ablate.checkpoints.kept import load_kept
 
             kept = load_kept(job.kept_dir)
         record |= {
@@ -170,8 +170,8 @@ def fresh_kept(backbone: BackboneConfig, seed: int = BASELINE_INIT_SEED) -> Kept
     kept encoder): the same weights for the same backbone and seed, wherever it is built."""
     import torch
 
-    from electra_ablate.model import Encoder, MLMHead
-    from electra_ablate.objective import KeptModel
+    from electra_ablate.backbone.model import Encoder, MLMHead
+    from electra_ablate.pretraining.objective import KeptModel
 
     torch.manual_seed(seed)
     return KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))

@@ -1,11 +1,11 @@
-"""The evaluation contract and its entry-point registry: the twin of ``electra_ablate.objective``.
+"""The evaluation contract and its entry-point registry: the twin of ``electra_ablate.pretraining.objective``.
 
 A *task* scores one kept encoder with one seed; a *family* is a set of tasks that share their
 data, how that data is fingerprinted, and an aggregate (GLUE's score). Families are discovered
 through the ``electra_ablate.tasks`` entry-point group, the same door a third-party package uses,
 so a new family is one module plus an entry point: the study, the results tables, the report and
 the CLI only ever talk to this interface. ``ablate check --task NAME``
-(``electra_ablate.testing.check_task``) verifies it.
+(``electra_ablate.conformance.checks.check_task``) verifies it.
 
 The contract, in full. A ``TaskFamily`` has:
 
@@ -16,7 +16,7 @@ The contract, in full. A ``TaskFamily`` has:
 - ``tasks()``: its tasks, in the order tables print them.
 - ``published`` (optional): published aggregate scores per objective, for reports.
 - ``in_aggregate(task)``: whether a task enters the aggregate (GLUE: all but WNLI). Every family
-  aggregates the same two ways (``electra_ablate.results``): per evaluated model, the mean over
+  aggregates the same two ways (``electra_ablate.analysis.results``): per evaluated model, the mean over
   its aggregated tasks of each task's headline metric; and the paper's way, each task's median
   over seeds first, then the mean.
 - ``check(task, settings)``: the task's data is where ``settings`` points (cheap: ``ablate
@@ -40,7 +40,7 @@ A ``Task`` has:
 - ``identity(settings)``: everything besides the encoder, the seed and the data fingerprint that
   changes its result (a fine-tuning recipe, caps, a probe's params), JSON-serialisable;
 - ``evaluate(kept, settings, seed, device, progress)``: the whole evaluation of one kept encoder
-  (``electra_ablate.kept.LoadedKept``): its metrics, plus the bookkeeping keys in
+  (``electra_ablate.checkpoints.kept.LoadedKept``): its metrics, plus the bookkeeping keys in
   ``RECORD_FIELDS`` that apply;
 - ``skip_reason(kept)``: why this task does not apply to that encoder, or None;
 - ``estimate_seconds(kept, settings, device)``: what ``evaluate`` will cost, for
@@ -50,7 +50,7 @@ A ``Task`` has:
   data setting on the same data, so a table can show what the data holds beside what each
   encoder learnt. Their rows carry the reference's name as objective and label.
 
-How a probe plugs in (sketch; ``tests/test_evaluation.py`` runs a complete one)::
+How a probe plugs in (sketch; ``tests/evaluation/test_evaluation.py`` runs a complete one)::
 
     class DetectionProbe(Task):
         name, family, needs = "rtd_probe", "probes", "frozen_features"
@@ -79,11 +79,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel
 
-from electra_ablate.errors import AblateError, InputError, did_you_mean
-from electra_ablate.finetune.recipe import FinetuneRecipe
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 
 if TYPE_CHECKING:
-    from electra_ablate.kept import LoadedKept
+    from electra_ablate.checkpoints.kept import LoadedKept
 
 TASK_ENTRY_POINT_GROUP = "electra_ablate.tasks"
 

@@ -24,10 +24,25 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate import paper
-from electra_ablate.errors import InputError
+from electra_ablate.analysis import paper
+from electra_ablate.analysis.results import (
+    checkpoint_values,
+    families_in_order,
+    family_scores,
+    final_fraction,
+    labels_in_order,
+    of_family,
+    paper_scores,
+    pretraining_only_summary,
+    probe_summary,
+    score_intervals,
+    summary_table,
+    task_scores,
+    with_intervals,
+)
 from electra_ablate.evaluation.task import TaskFamily, describe_family
-from electra_ablate.layout import (
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import (
     PROBES_FILE,
     REPORT_FILE,
     RUNS_FILE,
@@ -35,6 +50,7 @@ from electra_ablate.layout import (
     TABLE_FILES,
     StudyLayout,
 )
+from electra_ablate.infra.storage import atomic_file, atomic_write_text
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
@@ -53,22 +69,6 @@ from electra_ablate.report.pretraining import (
 from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.report.source import keep_notes, keep_tables, read_tables
 from electra_ablate.report.verdicts import claims_section, score_with_ci
-from electra_ablate.results import (
-    checkpoint_values,
-    families_in_order,
-    family_scores,
-    final_fraction,
-    labels_in_order,
-    of_family,
-    paper_scores,
-    pretraining_only_summary,
-    probe_summary,
-    score_intervals,
-    summary_table,
-    task_scores,
-    with_intervals,
-)
-from electra_ablate.storage import atomic_file, atomic_write_text
 
 BASELINE_OBJECTIVE = "none"
 
@@ -257,7 +257,7 @@ def curve_notes(runs: pl.DataFrame | None) -> list[str]:
 
 def kept_section(run_dir: Path) -> str | None:
     """The kept encoders of finished units that are missing or fail their checksums."""
-    from electra_ablate.survey import survey
+    from electra_ablate.study.survey import survey
 
     problems = survey(run_dir).kept_problems
     if not problems:

@@ -18,9 +18,17 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from electra_ablate.errors import InputError
+from electra_ablate.analysis.results import (
+    families_in_order,
+    family_scores,
+    final_fraction,
+    score_intervals,
+    with_intervals,
+)
 from electra_ablate.evaluation.task import describe_family
-from electra_ablate.layout import safe_name
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import safe_name
+from electra_ablate.infra.storage import atomic_file, atomic_write_text
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 from electra_ablate.report.plots import (
     BASELINE_COLOR,
@@ -32,14 +40,6 @@ from electra_ablate.report.plots import (
 )
 from electra_ablate.report.source import StudyTables, read_tables
 from electra_ablate.report.verdicts import interval, seeds
-from electra_ablate.results import (
-    families_in_order,
-    family_scores,
-    final_fraction,
-    score_intervals,
-    with_intervals,
-)
-from electra_ablate.storage import atomic_file, atomic_write_text
 
 COMPARE_FILE = "compare.md"
 COMPARE_TABLE = "compare.csv"

@@ -9,11 +9,11 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.config import preset
+from electra_ablate.analysis.results import ordered_tasks
+from electra_ablate.backbone.config import preset
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import probe_tasks
-from electra_ablate.finetune.recipe import FinetuneRecipe
-from electra_ablate.objective import params_departures
-from electra_ablate.packs import data_fingerprints
+from electra_ablate.pretraining.objective import params_departures
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -23,7 +23,7 @@ from electra_ablate.report.markdown import (
     lookup,
     table,
 )
-from electra_ablate.results import ordered_tasks
+from electra_ablate.study.packs import data_fingerprints
 
 REPORTING_FIELDS = (
     "seeds",

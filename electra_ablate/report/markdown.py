@@ -7,7 +7,7 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.engine.progress import format_duration
+from electra_ablate.infra.progress import format_duration
 from electra_ablate.report.plots import format_flops
 
 NO_VALUE = "—"

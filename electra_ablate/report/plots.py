@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocator
 
+from electra_ablate.analysis.results import constant_tasks, ordered_tasks
 from electra_ablate.evaluation.task import TaskFamily
-from electra_ablate.objective import KIND_PRIOR, metric_kind
-from electra_ablate.results import constant_tasks, ordered_tasks
-from electra_ablate.storage import atomic_file
+from electra_ablate.infra.storage import atomic_file
+from electra_ablate.pretraining.objective import KIND_PRIOR, metric_kind
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
 FLOPS_LABEL = "pre-training FLOPs (paper convention)"
@@ -98,7 +98,7 @@ def objective_order() -> list[str]:
     order that fixes each objective's colour (names only: no objective is imported)."""
     from importlib.metadata import entry_points
 
-    from electra_ablate.objective import ENTRY_POINT_GROUP
+    from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP
 
     found = entry_points(group=ENTRY_POINT_GROUP)
     own = sorted(ep.name for ep in found if ep.dist and ep.dist.name == TOOLKIT_DISTRIBUTION)

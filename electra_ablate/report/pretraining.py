@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     declared_metric_kinds,
     metric_kind,
     split_metric_name,

@@ -11,6 +11,14 @@ from itertools import pairwise
 
 import polars as pl
 
+from electra_ablate.analysis.results import (
+    checkpoint_values,
+    constant_tasks,
+    evaluated_only_at_start,
+    ordered_tasks,
+    ranking,
+    task_order_key,
+)
 from electra_ablate.evaluation.task import TaskFamily
 from electra_ablate.report import verdicts
 from electra_ablate.report.markdown import (
@@ -23,14 +31,6 @@ from electra_ablate.report.markdown import (
     score,
     score_rows,
     table,
-)
-from electra_ablate.results import (
-    checkpoint_values,
-    constant_tasks,
-    evaluated_only_at_start,
-    ordered_tasks,
-    ranking,
-    task_order_key,
 )
 from electra_ablate.study.units import BASELINE_OBJECTIVE
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.errors import InputError
-from electra_ablate.layout import (
+from electra_ablate.analysis.results import complete_runs, read_results
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import (
     NOTES_FILE,
     PRETRAIN_METRICS_FILE,
     REPORT_FILE,
@@ -27,7 +28,6 @@ from electra_ablate.layout import (
     TABLE_FILES,
     StudyLayout,
 )
-from electra_ablate.results import complete_runs, read_results
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ def has_rows(path: Path) -> bool:
 def keep_tables(source: Path, out_dir: Path) -> list[str]:
     """Copy the source's tables and ``study.json`` into the report folder (atomically; nothing
     to do when they are the same folder). Returns the table files the report folder holds."""
-    from electra_ablate.storage import atomic_file
+    from electra_ablate.infra.storage import atomic_file
 
     kept = []
     for name in (*TABLE_FILES, STUDY_FILE):
@@ -143,7 +143,7 @@ def keep_tables(source: Path, out_dir: Path) -> list[str]:
 def keep_notes(notes: Path | None, out_dir: Path) -> None:
     """The notes a report includes go beside it as ``notes.md``, so regenerating the report
     folder keeps them."""
-    from electra_ablate.storage import atomic_write_text
+    from electra_ablate.infra.storage import atomic_write_text
 
     if notes is None:
         return

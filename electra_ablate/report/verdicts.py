@@ -1,5 +1,5 @@
 """The report's verdicts: every ordering, every comparison with no pre-training and every claim
-of the paper is read from a 95% confidence interval (``electra_ablate.stats``: hierarchical
+of the paper is read from a 95% confidence interval (``electra_ablate.analysis.stats``: hierarchical
 bootstrap over pre-training, then fine-tuning seeds, paired where the arms share seeds), never
 from a comparison of min–max ranges. Each figure says how many seeds stand behind it, and with
 one pre-training seed that its interval covers fine-tuning noise only.
@@ -19,9 +19,9 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate import paper, stats
+from electra_ablate.analysis import paper, stats
+from electra_ablate.analysis.results import score_aggregation
 from electra_ablate.report.markdown import NO_VALUE, table
-from electra_ablate.results import score_aggregation
 
 ABOVE, BELOW, OPEN = "above", "below", "unresolved"
 

@@ -14,12 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from electra_ablate.config import BackboneConfig
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.data.batches import column_matrix
 from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
-from electra_ablate.engine.distributed import Distributed
-from electra_ablate.engine.plan import plan_run
-from electra_ablate.errors import InputError
 from electra_ablate.evaluation.run import (
     EvaluationJob,
     plan_job,
@@ -27,10 +25,13 @@ from electra_ablate.evaluation.run import (
     reference_run_id,
 )
 from electra_ablate.evaluation.task import Task, TaskSettings, family_of, get_task
-from electra_ablate.flops import training_flops
-from electra_ablate.layout import StudyLayout
-from electra_ablate.objective import Objective, build_objective, init_output_biases
-from electra_ablate.spec import ObjectiveEntry, StudySpec, task_settings
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import StudyLayout
+from electra_ablate.pretraining.engine.distributed import Distributed
+from electra_ablate.pretraining.engine.plan import plan_run
+from electra_ablate.pretraining.flops import training_flops
+from electra_ablate.pretraining.objective import Objective, build_objective, init_output_biases
+from electra_ablate.study.spec import ObjectiveEntry, StudySpec, task_settings
 from electra_ablate.study.units import (
     BASELINE_LABEL,
     IDENTITY_EXCLUDED,
@@ -41,7 +42,6 @@ from electra_ablate.study.units import (
     config_hash,
     variant_label,
 )
-from electra_ablate.tokens import Vocab
 
 
 def resolve_device(requested: str) -> torch.device:

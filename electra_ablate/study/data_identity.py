@@ -20,8 +20,8 @@ from pathlib import Path
 from electra_ablate.data.bundle import data_settings
 from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import settings_hash
-from electra_ablate.errors import InputError, MixedData
-from electra_ablate.storage import atomic_write_text
+from electra_ablate.infra.errors import InputError, MixedData
+from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.study.context import Study
 
 DATA_FILE = "data.json"

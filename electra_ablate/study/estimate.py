@@ -31,16 +31,16 @@ from typing import Any
 
 import torch
 
+from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.data.batches import PackedBatches
-from electra_ablate.engine.trainer import PretrainRun, Trainer
 from electra_ablate.evaluation.finetuned import TIMED_EXAMPLES
 from electra_ablate.evaluation.run import EvaluationJob, fresh_kept
 from electra_ablate.evaluation.task import get_task
-from electra_ablate.kept import LoadedKept
-from electra_ablate.layout import RunLayout
+from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.threads import torch_threads
+from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import RunUnit, Unit
-from electra_ablate.threads import torch_threads
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
 SPEEDUP_WINDOWS = 3  # windows at the workers' thread count, against as many on one thread

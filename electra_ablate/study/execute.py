@@ -13,18 +13,18 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from electra_ablate.checkpoints.kept import save_kept
+from electra_ablate.checkpoints.kept_files import kept_problem
 from electra_ablate.data.batches import PackedBatches
-from electra_ablate.engine.distributed import Distributed
-from electra_ablate.engine.metrics_log import log_finetune_scalars
-from electra_ablate.engine.progress import ProgressMode
-from electra_ablate.engine.trainer import PretrainRun, Trainer
-from electra_ablate.errors import AblateError
 from electra_ablate.evaluation.run import EvaluationJob, fresh_kept, run_job
-from electra_ablate.kept import save_kept
-from electra_ablate.kept_files import kept_problem
-from electra_ablate.layout import RunLayout
-from electra_ablate.objective import Objective
-from electra_ablate.storage import atomic_dir, atomic_write_text
+from electra_ablate.infra.errors import AblateError
+from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.progress import ProgressMode
+from electra_ablate.infra.storage import atomic_dir, atomic_write_text
+from electra_ablate.pretraining.engine.distributed import Distributed
+from electra_ablate.pretraining.engine.metrics_log import log_finetune_scalars
+from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
+from electra_ablate.pretraining.objective import Objective
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, record_problem, warn

@@ -30,14 +30,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.engine.metrics_log import metrics_problem
-from electra_ablate.errors import AblateError, InputError
-from electra_ablate.kept import LoadedKept, load_kept
-from electra_ablate.kept_files import WEIGHTS_FILE, kept_problem
-from electra_ablate.layout import RunLayout
-from electra_ablate.locks import FolderLock
-from electra_ablate.manifest import MANIFEST, read_manifest
-from electra_ablate.storage import atomic_dir, atomic_write_bytes, atomic_write_text
+from electra_ablate.checkpoints.kept import LoadedKept, load_kept
+from electra_ablate.checkpoints.kept_files import WEIGHTS_FILE, kept_problem
+from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.locks import FolderLock
+from electra_ablate.infra.manifest import MANIFEST, read_manifest
+from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
+from electra_ablate.pretraining.engine.metrics_log import metrics_problem
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import (
     FINETUNE_KEYS,
@@ -183,7 +183,7 @@ def rebuild_kept(study: Study, unit: Unit, fraction: float, problem: str) -> Non
     """Write the unit's kept encoder at ``fraction`` again: the baseline's is seeded; a run's
     comes from its training state at exactly that step, or from re-training the run to that
     step in a scratch folder. One process at a time (the unit's lock)."""
-    from electra_ablate.engine.state import verify_state
+    from electra_ablate.pretraining.engine.state import verify_state
     from electra_ablate.study.execute import write_baseline_kept
 
     target = unit.kept_dir(fraction)
@@ -233,7 +233,7 @@ def kept_from_state(study: Study, unit: RunUnit, state: Path, fraction: float) -
     """The kept encoder the run saved at ``state``'s step, from that state's weights."""
     from safetensors.torch import load_model
 
-    from electra_ablate.kept import save_kept
+    from electra_ablate.checkpoints.kept import save_kept
     from electra_ablate.study.execute import run_meta
 
     objective = study.build(unit)
@@ -261,10 +261,10 @@ def train_in_scratch(
 ) -> dict[str, Any]:
     """Train ``unit`` into ``scratch`` (to ``stop_at``) in this one process, with the thread
     count the run was trained with where it recorded one (the same arithmetic)."""
-    from electra_ablate.engine.distributed import Distributed
-    from electra_ablate.engine.trainer import Trainer
+    from electra_ablate.infra.threads import torch_threads
+    from electra_ablate.pretraining.engine.distributed import Distributed
+    from electra_ablate.pretraining.engine.trainer import Trainer
     from electra_ablate.study.execute import pretrain_run
-    from electra_ablate.threads import torch_threads
 
     done = read_record(unit.layout.done, set_aside=False) or {}
     threads = done.get("threads") if isinstance(done.get("threads"), int) else None
@@ -281,7 +281,7 @@ def train_in_scratch(
 def seed_scratch(layout: RunLayout, scratch: RunLayout, step: int) -> None:
     """Start a scratch re-training from the run's newest verified state at or before ``step``
     (resuming is exact), unless the scratch folder has a state of its own already."""
-    from electra_ablate.engine.state import verify_state
+    from electra_ablate.pretraining.engine.state import verify_state
 
     if list(scratch.states.glob("step-*")):
         return
@@ -325,7 +325,7 @@ def repair_kept_folder(kept_dir: Path) -> bool:
     """Rebuild a missing or damaged kept encoder that belongs to a study folder (for ``ablate
     export``): the study is read back from its ``study.json``. False when the folder is not a
     study's or is healthy; an error when it cannot be rebuilt."""
-    from electra_ablate.spec import StudySpec
+    from electra_ablate.study.spec import StudySpec
 
     kept_dir = Path(kept_dir)
     problem = kept_problem(kept_dir)

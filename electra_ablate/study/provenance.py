@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from electra_ablate.layout import PLAN_FILE
-from electra_ablate.storage import atomic_write_text
+from electra_ablate.infra.layout import PLAN_FILE
+from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.units import BaselineUnit, ReferenceUnit, RunUnit, Unit
 

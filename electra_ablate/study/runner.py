@@ -23,10 +23,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from electra_ablate.engine.progress import ProgressMode, progress_mode
-from electra_ablate.errors import AblateError
-from electra_ablate.locks import FolderLock, lock_study
-from electra_ablate.spec import StudySpec
+from electra_ablate.infra.errors import AblateError
+from electra_ablate.infra.locks import FolderLock, lock_study
+from electra_ablate.infra.progress import ProgressMode, progress_mode
+from electra_ablate.infra.threads import torch_threads
 from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
@@ -34,9 +34,9 @@ from electra_ablate.study.integrity import check_study
 from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.shards import Shard, shard_units
+from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
-from electra_ablate.threads import torch_threads
 
 if TYPE_CHECKING:
     from electra_ablate.study.launch import LaunchOptions

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from electra_ablate.errors import InputError
+from electra_ablate.infra.errors import InputError
 from electra_ablate.study.units import Unit
 
 SHARD_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")

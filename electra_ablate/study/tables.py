@@ -14,13 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from electra_ablate.engine.metrics_log import metrics_problem
+from electra_ablate.analysis.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 from electra_ablate.evaluation.task import RECORD_FIELDS, family_of, get_task
-from electra_ablate.storage import atomic_file
+from electra_ablate.infra.storage import atomic_file
+from electra_ablate.pretraining.engine.metrics_log import metrics_problem
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import warn
 from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit
-from electra_ablate.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 
 
 def write_tables(

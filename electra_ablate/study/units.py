@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.engine.plan import RunPlan
-from electra_ablate.layout import BASELINE_FRACTION, RunLayout
-from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
+from electra_ablate.infra.layout import BASELINE_FRACTION, RunLayout
+from electra_ablate.pretraining.engine.plan import RunPlan
+from electra_ablate.study.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 IDENTITY_EXCLUDED = frozenset(
     {

@@ -9,15 +9,16 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.components import (
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.pretraining.components import (
     Discriminator,
     maskable,
     non_pad,
     replace_at,
     select_masked,
 )
-from electra_ablate.config import BackboneConfig
-from electra_ablate.objective import (
+from electra_ablate.pretraining.objective import (
     Batch,
     KeptModel,
     ModelPass,
@@ -26,7 +27,6 @@ from electra_ablate.objective import (
     OutputPrior,
     StepOutput,
 )
-from electra_ablate.tokens import Vocab
 
 
 class RandomRTDParams(ObjectiveParams):

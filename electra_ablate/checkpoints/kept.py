@@ -1,0 +1,102 @@
+"""Save and load the encoder an objective keeps for fine-tuning, self-contained.
+
+A kept-model directory holds ``kept.safetensors`` (``encoder.*`` and ``head.*`` tensors),
+``kept.json`` (backbone config of the encoder, its role, objective name and params), the
+tokenizer files (``tokenizer.json``, ``vocab.txt``), so fine-tuning and export need nothing else,
+and ``manifest.json``: the sha256 of every other file, written atomically with them.
+
+Every load verifies the manifest, so a truncated, flipped or half-copied kept encoder is named,
+never fine-tuned or exported. A folder written before manifests existed is trusted on first use:
+if its files load cleanly, its manifest is written then.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.model import Encoder, MLMHead, TokenBinaryHead
+from electra_ablate.checkpoints.kept_files import META_FILE, TOKENIZER_FILES, WEIGHTS_FILE
+from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.manifest import MANIFEST, verify_manifest, write_manifest
+from electra_ablate.infra.storage import atomic_dir, atomic_write_text
+from electra_ablate.pretraining.objective import KeptModel
+
+
+@dataclass
+class LoadedKept:
+    model: KeptModel
+    meta: dict[str, Any]
+    tokenizer_dir: Path
+
+
+def save_kept(directory: Path, kept: KeptModel, tokenizer_dir: Path, meta: dict[str, Any]) -> None:
+    """Write the kept model atomically (a half-written directory is never visible)."""
+    with atomic_dir(Path(directory)) as tmp:
+        tensors = {f"encoder.{k}": v for k, v in kept.encoder.state_dict().items()}
+        tensors |= {f"head.{k}": v for k, v in kept.head.state_dict().items()}
+        save_file(
+            {k: v.detach().contiguous().cpu() for k, v in tensors.items()},
+            str(tmp / WEIGHTS_FILE),
+        )
+        info = {"backbone": kept.encoder.cfg.model_dump(), "role": kept.role, **meta}
+        atomic_write_text(tmp / META_FILE, json.dumps(info, indent=2, sort_keys=True))
+        for name in TOKENIZER_FILES:
+            if (Path(tokenizer_dir) / name).exists():
+                shutil.copy2(Path(tokenizer_dir) / name, tmp / name)
+        write_manifest(tmp)
+
+
+def load_kept(directory: Path, seal: bool = True) -> LoadedKept:
+    """Rebuild the kept encoder + head; a missing or corrupt file is a one-line InputError.
+
+    A folder with a manifest must match it. One without (written before manifests) that loads
+    cleanly gets its manifest now (``seal``), so that from here on a change to it is caught.
+    """
+    directory = Path(directory)
+    meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
+    for path in (meta_path, weights_path):
+        if not path.exists():
+            raise InputError(f"not a checkpoint: {path} is missing")
+    legacy = not (directory / MANIFEST).exists()
+    if not legacy and (problem := verify_manifest(directory)) is not None:
+        raise InputError(f"corrupt checkpoint {directory}: {problem}")
+    try:
+        meta = json.loads(meta_path.read_text())
+        tensors = load_file(str(weights_path))
+    except (json.JSONDecodeError, UnicodeDecodeError, SafetensorError, OSError) as exc:
+        raise InputError(f"corrupt checkpoint {directory}: {exc}") from exc
+    try:
+        cfg = BackboneConfig.model_validate(meta["backbone"])
+        role = meta["role"]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"corrupt checkpoint {directory}: {META_FILE} is incomplete") from exc
+    encoder = Encoder(cfg)
+    head: torch.nn.Module
+    head = TokenBinaryHead(cfg) if role == "discriminator" else MLMHead(cfg, cfg.embedding_size)
+    try:
+        encoder.load_state_dict({k[8:]: v for k, v in tensors.items() if k.startswith("encoder.")})
+        head.load_state_dict({k[5:]: v for k, v in tensors.items() if k.startswith("head.")})
+    except RuntimeError as exc:
+        raise InputError(f"corrupt checkpoint {directory}: weights do not match kept.json") from exc
+    if legacy and seal:
+        seal_kept(directory)
+    return LoadedKept(KeptModel(encoder, role, head), meta, directory)
+
+
+def seal_kept(directory: Path) -> bool:
+    """Write the manifest of a kept folder that has none (trust on first use); False where the
+    folder cannot be written (someone else's, or read-only), which is not an error."""
+    try:
+        write_manifest(Path(directory))
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,211 @@
+"""Fine-tune a kept encoder on one task with one seed; the task scores the dev predictions."""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from electra_ablate.backbone.config import BackboneConfig, Precision
+from electra_ablate.checkpoints.kept import LoadedKept
+from electra_ablate.evaluation.finetune.batching import (
+    Examples,
+    as_examples,
+    collate,
+    eval_batches,
+    train_batches,
+)
+from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerwise_param_groups
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.infra.errors import InputError, TrainingDiverged
+from electra_ablate.pretraining.engine.precision import autocast, grad_scaler
+
+MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
+
+Progress = Callable[[int, int], None]
+"""Called after every optimizer step with (steps done, total steps)."""
+
+
+class TaskInfo(Protocol):
+    """What fine-tuning needs of a task (``evaluation.finetuned.FinetunedTask`` provides it):
+    its outputs, and how to score predictions (so this loop never knows which task it runs)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def num_labels(self) -> int: ...
+
+    @property
+    def is_regression(self) -> bool: ...
+
+    def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]: ...
+
+
+def supported_max_len(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int:
+    """Longest example the encoder can take under this recipe: encode GLUE to this length."""
+    return min(recipe.max_len, backbone.max_seq_len)
+
+
+def finetune_task(
+    kept: LoadedKept,
+    task: TaskInfo,
+    train_examples: Any,
+    eval_examples: Any,
+    recipe: FinetuneRecipe,
+    seed: int,
+    device: str | torch.device = "cpu",
+    progress: Progress | None = None,
+) -> dict[str, float]:
+    """Every dev metric ``task.score`` gives (0-100 scale) plus ``train_examples``, ``epochs``,
+    ``train_seconds`` and ``wall_seconds``.
+
+    Examples are anything ``as_examples`` accepts, already truncated to ``supported_max_len``.
+    The kept model is copied, never changed. The seed fixes the head initialisation, dropout and
+    batch order; the caller's global torch RNG state is left as it was. The recipe's precision
+    (``auto``: fp32 on CPU, bf16 autocast on CUDA).
+    """
+    start = time.perf_counter()
+    device = torch.device(device)
+    train = as_examples(train_examples).capped(recipe.cap_for(task.name))
+    evaluation = as_examples(eval_examples)
+    max_len = supported_max_len(recipe, kept.model.encoder.cfg)
+    _check_split(task.name, "train", train, max_len)
+    _check_split(task.name, "eval", evaluation, max_len)
+    pad_to = max_len if recipe.padding == "max_len" else None
+
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        num_outputs = 1 if task.is_regression else task.num_labels
+        model = GlueClassifier(copy.deepcopy(kept.model.encoder), num_outputs, recipe.head_dropout)
+        model.to(device)
+        _train(model, train, task, recipe, np.random.default_rng(seed), device, pad_to, progress)
+        train_seconds = time.perf_counter() - start
+        outputs = predict(
+            model, evaluation, recipe.eval_batch_size, device, pad_to, recipe.precision
+        )
+
+    if not np.isfinite(outputs).all():
+        raise TrainingDiverged(f"fine-tuning {task.name} (seed {seed}) gave non-finite outputs")
+    predictions = outputs[:, 0] if task.is_regression else outputs.argmax(axis=1)
+    return {
+        **task.score(predictions, evaluation.labels),
+        "train_examples": len(train),
+        "epochs": recipe.epochs_for(task.name),
+        "train_seconds": train_seconds,
+        "wall_seconds": time.perf_counter() - start,
+    }
+
+
+def _train(
+    model: GlueClassifier,
+    train: Examples,
+    task: TaskInfo,
+    recipe: FinetuneRecipe,
+    rng: np.random.Generator,
+    device: torch.device,
+    pad_to: int | None,
+    progress: Progress | None,
+) -> None:
+    epochs = recipe.epochs_for(task.name)
+    total_steps = epochs * math.ceil(len(train) / recipe.batch_size)
+    optimizer = torch.optim.AdamW(
+        layerwise_param_groups(model, recipe.lr, recipe.layer_decay, recipe.weight_decay),
+        betas=recipe.betas,
+        eps=recipe.eps,
+        fused=True,  # one kernel for all tensors: a third of a tiny model's step on CPU otherwise
+    )
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, _warmup_then_linear_decay(total_steps, recipe.warmup_fraction)
+    )
+    scaler = grad_scaler(device, recipe.precision)  # fp16 only
+    lengths = train.lengths
+    model.train()
+    step = 0
+    for _ in range(epochs):
+        for indices in train_batches(lengths, recipe.batch_size, recipe.sort_chunk_batches, rng):
+            batch = collate(train, indices, pad_to)
+            labels = batch["labels"].to(device, non_blocking=True)
+            logits = _logits(model, batch, device, recipe.precision)
+            loss = _loss(logits, labels, task.is_regression)
+            optimizer.zero_grad(set_to_none=True)
+            if scaler is None:
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                optimizer.step()
+            else:
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+                scaler.step(optimizer)
+                scaler.update()
+            schedule.step()
+            step += 1
+            if progress is not None:
+                progress(step, total_steps)
+
+
+@torch.inference_mode()
+def predict(
+    model: GlueClassifier,
+    examples: Examples,
+    batch_size: int,
+    device: torch.device,
+    pad_to: int | None = None,
+    precision: Precision = "auto",
+) -> np.ndarray:
+    """Raw outputs [N, num_outputs] in the examples' order, computed in length order."""
+    model.eval()
+    outputs = np.empty((len(examples), model.head.out_features), dtype=np.float32)
+    for indices in eval_batches(examples.lengths, batch_size):
+        logits = _logits(model, collate(examples, indices, pad_to), device, precision)
+        outputs[indices] = logits.cpu().numpy()
+    return outputs
+
+
+def _check_split(task: str, split: str, examples: Examples, max_len: int) -> None:
+    if len(examples) == 0:
+        raise InputError(f"{task}: the {split} split has no examples")
+    longest = int(examples.lengths.max())
+    if longest > max_len:
+        raise InputError(
+            f"{task}: a {split} example has {longest} tokens, more than this model and recipe "
+            f"take ({max_len}); encode GLUE with max_len={max_len}"
+        )
+
+
+def _warmup_then_linear_decay(total_steps: int, warmup_fraction: float) -> Callable[[int], float]:
+    warmup = int(warmup_fraction * total_steps)
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return step / warmup
+        return max(0.0, (total_steps - step) / max(1, total_steps - warmup))
+
+    return factor
+
+
+def _loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> torch.Tensor:
+    if is_regression:
+        return F.mse_loss(logits.squeeze(-1), labels.float())
+    return F.cross_entropy(logits, labels.long())
+
+
+def _logits(
+    model: GlueClassifier,
+    batch: dict[str, torch.Tensor],
+    device: torch.device,
+    precision: Precision = "auto",
+) -> torch.Tensor:
+    """fp32 logits; the encoder runs under the recipe's autocast (``auto``: bf16 on CUDA, fp32
+    on CPU, where bf16 is far slower)."""
+    # no attention_mask: no row is padded (the collate decides; see model.padding_mask)
+    inputs = [batch[k].to(device, non_blocking=True) if k in batch else None for k in MODEL_INPUTS]
+    with autocast(device, precision):
+        return model(*inputs).float()

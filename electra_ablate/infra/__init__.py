@@ -1,0 +1,11 @@
+"""Infrastructure every wing stands on, knowing nothing of objectives, tasks or studies.
+
+- ``errors``: the one error type a user can cause, and "did you mean";
+- ``storage``: atomic writes;
+- ``locks``: one writer per folder, naming its holder;
+- ``manifest``: sha256 manifests of a folder's files;
+- ``threads``: torch's process-wide thread count, set and restored;
+- ``layout``: where a study's outputs live, every path built in one place;
+- ``tables``: terminal tables that never cut a name;
+- ``progress``: progress lines on stderr (live on a terminal, plain in logs).
+"""

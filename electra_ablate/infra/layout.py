@@ -1,0 +1,202 @@
+"""Where a study's outputs live: every path is built here and nowhere else.
+
+<study>/
+  study.json                        what ran, where, when, with which (resolved) spec
+  study.lock                        held by the `ablate run` writing the study (its PID, host)
+  study.shard-<i>-of-<n>.lock       held by `ablate run --shard I/N` (with study.lock shared)
+  jobs/<job id>_*                   cluster jobs' logs and pickled calls (`ablate run --launcher`)
+  results.parquet                   one row per (run, checkpoint, task, seed, metric)
+  runs.parquet                      one row per pre-training run with its status
+  pretrain_metrics.parquet          the runs' logged metrics
+  pretrain/<label>-s<seed>-<id>/    one pre-training run:
+    run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log, tensorboard/
+    states/step-<n>/                resumable training state (checksummed)
+    kept/<fraction>/                the kept encoder at a budget fraction (checksummed): what
+                                    `ablate finetune` and `ablate export` take
+    rebuild/                        scratch re-training of a damaged kept encoder or curve
+  baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
+                                    baseline (fine-tuned like any checkpoint)
+  reference/<name>-<id>/            a task's reference scorer (no encoder); only its
+                                    tensorboard/ when asked for
+  finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
+  report/                           what `ablate report` writes
+  pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+STUDY_FILE = "study.json"
+PLAN_FILE = "plan.json"  # the units a study plans, written before any trains (``ablate status``)
+RESULTS_FILE = "results.parquet"
+RUNS_FILE = "runs.parquet"
+PRETRAIN_METRICS_FILE = "pretrain_metrics.parquet"
+TABLE_FILES = (RESULTS_FILE, RUNS_FILE, PRETRAIN_METRICS_FILE)
+"""The tidy tables a study writes and ``ablate report`` copies beside ``report.md`` (no weights),
+so a report folder can be reported again, or compared, without its study folder."""
+REPORT_FILE = "report.md"
+SUMMARY_FILE = "summary.csv"
+PROBES_FILE = "probes.csv"
+"""Beside ``summary.csv``: every probe task's metrics per checkpoint, reference scorers included
+(``results.probe_summary``)."""
+NOTES_FILE = "notes.md"
+"""An author's discussion kept in a report folder; reporting that folder again includes it."""
+
+KEPT_META = "kept.json"
+"""The file of a kept folder that describes its encoder (written by ``kept.save_kept``)."""
+
+
+@dataclass(frozen=True)
+class RunLayout:
+    """One pre-training run's folder."""
+
+    root: Path
+
+    @property
+    def run_json(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def done(self) -> Path:
+        return self.root / "done.json"
+
+    @property
+    def failed(self) -> Path:
+        return self.root / "failed.json"
+
+    @property
+    def error_log(self) -> Path:
+        return self.root / "error.log"
+
+    @property
+    def metrics(self) -> Path:
+        return self.root / "metrics.jsonl"
+
+    @property
+    def tensorboard(self) -> Path:
+        return self.root / "tensorboard"
+
+    @property
+    def states(self) -> Path:
+        return self.root / "states"
+
+    def state(self, step: int) -> Path:
+        return self.states / f"step-{step:09d}"
+
+    @property
+    def kept_root(self) -> Path:
+        return self.root / "kept"
+
+    def kept(self, fraction: float) -> Path:
+        return self.kept_root / f"{fraction:.6g}"
+
+    @property
+    def warnings_log(self) -> Path:
+        return self.root / "warnings.log"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / UNIT_LOCK
+
+    @property
+    def scratch(self) -> Path:
+        """Where a kept encoder or a training curve is rebuilt, away from the run's files."""
+        return self.root / "rebuild"
+
+    def scratch_run(self, purpose: str) -> RunLayout:
+        """A scratch run folder for one rebuild (``curve``, ``kept-0.5``): it resumes if killed."""
+        return RunLayout(self.scratch / purpose)
+
+
+@dataclass(frozen=True)
+class StudyLayout:
+    """One study's output folder."""
+
+    root: Path
+
+    @property
+    def study_json(self) -> Path:
+        return self.root / STUDY_FILE
+
+    @property
+    def results(self) -> Path:
+        return self.root / RESULTS_FILE
+
+    @property
+    def runs(self) -> Path:
+        return self.root / RUNS_FILE
+
+    @property
+    def pretrain_metrics(self) -> Path:
+        return self.root / PRETRAIN_METRICS_FILE
+
+    @property
+    def lock(self) -> Path:
+        return self.root / STUDY_LOCK
+
+    @property
+    def report(self) -> Path:
+        return self.root / "report"
+
+    @property
+    def jobs(self) -> Path:
+        """Cluster jobs' logs and pickled calls (``ablate run --launcher``): ``<job id>_*``."""
+        return self.root / "jobs"
+
+    def shard_lock(self, index: int, count: int) -> Path:
+        """Held by the ``ablate run --shard I/N`` writing shard I of N into this folder."""
+        return self.root / f"study.shard-{index}-of-{count}.lock"
+
+    @property
+    def tables_lock(self) -> Path:
+        """Held while a shard rebuilds the tables of a folder that other shards write too."""
+        return self.root / "tables.lock"
+
+    @property
+    def pack_manifest(self) -> Path:
+        return self.root / "pack.json"
+
+    @property
+    def pretrain_dir(self) -> Path:
+        return self.root / "pretrain"
+
+    @property
+    def baseline_dir(self) -> Path:
+        return self.root / "baseline"
+
+    @property
+    def reference_dir(self) -> Path:
+        return self.root / "reference"
+
+    @property
+    def finetune_dir(self) -> Path:
+        return self.root / "finetune"
+
+    def run_folders(self) -> list[RunLayout]:
+        """Every pre-training run and baseline folder on disk, whatever the spec says now."""
+        found = sorted(self.pretrain_dir.glob("*")) + sorted(self.baseline_dir.glob("*"))
+        return [RunLayout(p) for p in found if p.is_dir() and not p.name.startswith(".")]
+
+    def run(self, label: str, seed: int, run_id: str) -> RunLayout:
+        return RunLayout(self.pretrain_dir / f"{safe_name(label)}-s{seed}-{run_id}")
+
+    def baseline(self, label: str, baseline_id: str) -> RunLayout:
+        return RunLayout(self.baseline_dir / f"{safe_name(label)}-{baseline_id}")
+
+    def reference(self, label: str, reference_id: str) -> RunLayout:
+        return RunLayout(self.reference_dir / f"{safe_name(label)}-{reference_id}")
+
+    def finetune_record(self, job_id: str) -> Path:
+        return self.finetune_dir / f"{job_id}.json"
+
+
+BASELINE_FRACTION = 0.0  # the no-pre-training baseline's one kept encoder: kept/0
+STUDY_LOCK = "study.lock"  # held by `ablate run` for its whole life (electra_ablate.infra.locks)
+UNIT_LOCK = "unit.lock"  # held while one unit's kept encoder is rebuilt
+
+
+def safe_name(label: str) -> str:
+    """A label as a folder name: letters, digits and ``._@=-`` kept, anything else ``_``."""
+    return "".join(c if c.isalnum() or c in "._@=-" else "_" for c in label)

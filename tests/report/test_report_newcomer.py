@@ -1,0 +1,104 @@
+"""Reports that say what they are (issue 43): the spec's description in the header, one pilot
+sentence when nothing has a variance, no table of unresolved pairs, tasks every model scores
+alike marked, figure subtitles and legends that describe what is drawn."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+from matplotlib.figure import Figure
+from test_report import make_study_dir, one_seed_study, probe_rows
+
+from electra_ablate.analysis.results import constant_tasks, task_scores, write_table
+from electra_ablate.report import plots, write_report
+
+PLUMBING = "every objective end to end on micro; a plumbing check, not a science result"
+
+
+def test_the_header_shows_the_specs_description_under_the_title(tmp_path):
+    directory = make_study_dir(tmp_path / "described")
+    study = json.loads((directory / "study.json").read_text())
+    study["spec"]["description"] = PLUMBING
+    (directory / "study.json").write_text(json.dumps(study))
+    text = write_report(directory).read_text(encoding="utf-8")
+    assert text.startswith(f"# Study `synthetic`\n\n*{PLUMBING}*\n\n|")
+
+
+def test_no_description_adds_nothing(tmp_path):
+    text = write_report(make_study_dir(tmp_path / "plain")).read_text(encoding="utf-8")
+    assert text.startswith("# Study `synthetic`\n\n|  |  |")
+
+
+def test_with_one_model_per_arm_the_pairs_are_one_line_and_the_pilot_is_said_once(tmp_path):
+    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+    assert "no interval: unresolved |" not in text  # no table row of them
+    assert "none of the 6 pairs has an interval" in text
+    assert text.count("A pilot with 3 pre-training × 3 fine-tuning seeds") == 1
+    assert text.count("--dry-run --set") == 1
+
+
+def test_pairs_with_intervals_keep_their_table(tmp_path):
+    text = write_report(make_study_dir(tmp_path / "three")).read_text(encoding="utf-8")
+    assert "| A | B | A − B | 95% CI |" in text
+
+
+def test_a_task_every_model_scores_alike_is_marked_in_the_table_and_figure(tmp_path, monkeypatch):
+    figures: dict[str, Figure] = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
+    text = write_report(make_study_dir(tmp_path / "flat")).read_text(encoding="utf-8")
+    # the synthetic study's wnli is 99.0 for every model, the baseline included
+    assert "wnli (accuracy, not in GLUE; every model 99.0)" in text
+    assert "*Every model gives one value*, the no-pre-training baseline included: wnli" in text
+    titles = [ax.get_title() for ax in figures["glue_tasks_vs_flops"].axes]
+    assert any(t.startswith("wnli") and "every model 99.0" in t for t in titles)
+    assert not any(t.startswith("cola") and "every model" in t for t in titles)
+
+
+def test_constant_tasks_needs_every_model_baseline_included():
+    rows = [
+        {"label": "a", "objective": "electra", "checkpoint_fraction": 1.0, "value": 44.5},
+        {"label": "b", "objective": "bert_mlm", "checkpoint_fraction": 1.0, "value": 44.5},
+        {"label": "none", "objective": "none", "checkpoint_fraction": 0.0, "value": 44.5},
+        {"label": "bigram", "objective": "bigram", "checkpoint_fraction": 0.0, "value": 60.0},
+    ]
+    tasks = pl.DataFrame(rows).with_columns(
+        family=pl.lit("glue"),
+        task=pl.lit("rte"),
+        metric=pl.lit("accuracy"),
+        headline=pl.lit(True),
+        in_aggregate=pl.lit(True),
+        flops_paper=pl.lit(1.0),
+        flops_standard=pl.lit(1.0),
+    )
+    scored = task_scores(tasks)
+    assert constant_tasks(scored, 1.0) == {"rte": 44.5}  # the reference scorer does not count
+    baseline_differs = tasks.with_columns(
+        value=pl.when(pl.col("label") == "none").then(50.0).otherwise(pl.col("value"))
+    )
+    assert constant_tasks(task_scores(baseline_differs), 1.0) == {}
+
+
+@pytest.mark.parametrize(("seeds", "band"), [(3, True), (1, False)])
+def test_the_subtitle_names_a_band_only_when_seeds_draw_one(tmp_path, monkeypatch, seeds, band):
+    figures: dict[str, Figure] = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
+    directory = (make_study_dir if seeds > 1 else one_seed_study)(tmp_path / f"s{seeds}")
+    write_report(directory)
+    subtitle = figures["glue_tasks_vs_flops"].get_suptitle()
+    assert ("band: min–max over seeds" in subtitle) is band
+
+
+def test_the_probe_legend_draws_reference_rows_dotted_as_plotted(tmp_path, monkeypatch):
+    figures: dict[str, Figure] = {}
+    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
+    directory = make_study_dir(tmp_path / "probed")
+    write_table(directory / "results.parquet", probe_rows())
+    write_report(directory)
+    legend = figures["rtd_probe_tasks_vs_flops"].legends[0]
+    styles = {h.get_label(): (h.get_linestyle(), h.get_marker()) for h in legend.legend_handles}
+    assert styles["bigram"] == (":", "None") and styles["token_identity"] == (":", "None")
+    assert styles["ELECTRA"] == ("-", "o")
+    glue = {h.get_label() for h in figures["glue_tasks_vs_flops"].legends[0].legend_handles}
+    assert "bigram" not in glue  # not drawn there, so not in its legend
