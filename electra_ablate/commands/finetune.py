@@ -329,6 +329,7 @@ def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "headline": get_task(task).headline,
         **{k: runs[0][k] for k in ("train_examples", "eval_examples", "epochs") if k in runs[0]},
+        **({"precision": done[0]["precision"]} if "precision" in done[0] else {}),
         "wall_seconds": sum(run.get("wall_seconds", 0.0) for run in runs),
         "job_ids": [r["job_id"] for r in done],
         "metrics": {
