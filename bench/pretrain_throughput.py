@@ -243,7 +243,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
                 ("tokens_per_s", tokens / median[side]),
                 ("step_s", median[side]),
                 ("step_s_all", times[side]),
-                ("ratio", median[side] / median["ours"]),
+                ("ratio", median[side] / median["ours"]),  # its step time over ours
             )
         },
         **({"compile_mode": args.compile} if args.compile else {}),
@@ -302,7 +302,17 @@ def print_table(result: dict[str, object]) -> None:
     console.print(table)
     console.print(
         f"ours / transformers: {result['ratio']:.2f}x   "
-        f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
+        + (
+            f"ours / electra-pytorch: {result['electra_pytorch_ratio']:.2f}x   "
+            if "electra_pytorch_ratio" in result
+            else "(electra-pytorch not installed)   "
+        )
+        + (
+            f"compiled / eager: {1 / result['ours_compiled_ratio']:.2f}x   "
+            if "ours_compiled_ratio" in result
+            else ""
+        )
+        + f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
     )
 
 
