@@ -39,7 +39,7 @@ DEFAULT_SEEDS = "0"
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("finetune")
+    @app.command("finetune", short_help="Fine-tune or evaluate a kept model on registered tasks.")
     def finetune_command(
         checkpoint: str = typer.Argument(
             ...,
