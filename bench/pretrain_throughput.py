@@ -1,4 +1,5 @@
-"""Tokens/s of one ELECTRA pre-training step: ours against Hugging Face ``transformers``.
+"""Tokens/s of one ELECTRA pre-training step: ours against Hugging Face ``transformers`` and
+against lucidrains' ``electra-pytorch``.
 
 One step is what the engine does: forward, backward, gradient clipping at 1.0 and an AdamW update,
 for the whole replaced-token-detection objective (generator 1/4 width with embeddings shared with
@@ -6,13 +7,21 @@ the discriminator, lambda = 50, dropout 0.1, seq 128, vocab 30522). OURS is the 
 ``electra`` objective. PEER is written the way users of ``transformers`` write ELECTRA
 pre-training: ``ElectraForMaskedLM(labels=...)`` computing generator logits at every position,
 multinomial sampling at the masked ones, ``ElectraForPreTraining(labels=is_replaced)``, and the
-generator's embeddings (and tied output matrix) swapped for the discriminator's.
+generator's embeddings (and tied output matrix) swapped for the discriminator's. ELECTRA_PYTORCH
+(``pip install --no-deps electra-pytorch``; optional, skipped with a note when it is not
+installed) is that package's ``Electra`` wrapper as its own pre-training example uses it: the same
+two ``transformers`` models behind adapters that return logits, the embeddings tied, and
+``Electra`` doing the masking (15%, 85% of them to ``[MASK]``), Gumbel-max sampling and the
+weighted loss (lambda = 50).
 
 Timed steps alternate between the two in one process so that load from anything else running on
 the machine hits both alike; the medians are compared. Peak memory is measured per side in child
 processes (a process's high-water mark cannot be split between two models living in it).
 
     python bench/pretrain_throughput.py --preset tiny --batch 128 --steps 10 [--compile] [--json]
+
+``--compile`` adds OURS_COMPILED (``pretrain.compile: true``); ``--compile reduce-overhead`` times
+``pretrain.compile: reduce-overhead`` instead (CUDA graphs; CUDA only).
 """
 
 from __future__ import annotations
@@ -35,11 +44,11 @@ from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.export import hf_config
-from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import autocast, make_optimizer
-from electra_ablate.pretraining.engine.compiling import compiled
+from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compiled
 from electra_ablate.pretraining.flops import objective_flops
 from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.study.spec import PretrainSpec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -58,11 +67,11 @@ class Contender:
 
 
 def ours(
-    cfg: BackboneConfig, batch_size: int, device: torch.device, compile: bool = False
+    cfg: BackboneConfig, batch_size: int, device: torch.device, compile: bool | str = False
 ) -> Contender:
     vocab = Vocab.uniform(cfg.vocab_size)
     objective = build_objective("electra", cfg, {}, vocab).to(device).train()
-    forward = compiled(objective) if compile else objective
+    forward = compiled(objective, mode=compile) if compile else objective
     optimizer = make_optimizer(objective, SPEC)
     params = [p for group in optimizer.param_groups for p in group["params"]]
     batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)
@@ -124,12 +133,65 @@ def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contende
     return Contender(step, {"peer_attention": discriminator.config._attn_implementation})
 
 
-def ours_compiled(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
-    """Ours with ``pretrain.compile: true`` (``engine.compiling``)."""
-    return ours(cfg, batch_size, device, compile=True)
+class LogitsOnly(torch.nn.Module):
+    """What ``electra-pytorch`` expects of its generator and discriminator: a module from token ids
+    to logits (a ``transformers`` model returns an output object)."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor, **kwargs: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids, **kwargs).logits
 
 
-BUILDERS = {"ours": ours, "peer": peer}
+def electra_pytorch(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+    from electra_pytorch import Electra
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    special = SpecialTokens()
+    discriminator = ElectraForPreTraining(ElectraConfig(**hf_config(cfg, "discriminator")))
+    generator = ElectraForMaskedLM(ElectraConfig(**hf_config(cfg.scaled(GENERATOR_SIZE), "mlm")))
+    generator.electra.embeddings = discriminator.electra.embeddings
+    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    model = Electra(
+        LogitsOnly(generator),
+        LogitsOnly(discriminator),
+        num_tokens=cfg.vocab_size,
+        mask_prob=MASK_RATE,
+        mask_token_id=special.mask,
+        pad_token_id=special.pad,
+        mask_ignore_token_ids=[special.cls, special.sep],
+        disc_weight=DISC_WEIGHT,
+    )
+    model.to(device).train()
+    optimizer = adamw(model.parameters(), SPEC)
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    batch = packed_batch(batch_size, cfg.max_seq_len, cfg.vocab_size, device, seed=0)
+    input_ids, attention_mask = batch["input_ids"], batch["attention_mask"]
+
+    def step() -> float:
+        with autocast(device):
+            loss = model(input_ids, attention_mask=attention_mask).loss
+        value = loss.item()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
+        optimizer.step()
+        return value
+
+    return Contender(step)
+
+
+def has_electra_pytorch() -> bool:
+    from importlib.util import find_spec
+
+    return find_spec("electra_pytorch") is not None
+
+
+BUILDERS: dict[str, Callable[..., Contender]] = {"ours": ours, "peer": peer}
+if has_electra_pytorch():
+    BUILDERS["electra_pytorch"] = electra_pytorch
 
 
 def memory_child(
@@ -148,8 +210,9 @@ def memory_child(
 def benchmark(args: argparse.Namespace) -> dict[str, object]:
     cfg, device = preset(args.preset), torch.device(args.device)
     torch.manual_seed(0)
-    builders = BUILDERS | ({"ours_compiled": ours_compiled} if args.compile else {})
-    contenders = {side: build(cfg, args.batch, device) for side, build in builders.items()}
+    contenders = {side: build(cfg, args.batch, device) for side, build in BUILDERS.items()}
+    if args.compile:
+        contenders["ours_compiled"] = ours(cfg, args.batch, device, compile=args.compile)
     times: dict[str, list[float]] = {side: [] for side in contenders}
     for i in range(args.warmup + args.steps):
         order = list(contenders) if i % 2 == 0 else list(reversed(contenders))  # alternate firsts
@@ -172,15 +235,18 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
         "ours_step_s_all": times["ours"],
         "peer_step_s_all": times["peer"],
         "peak_matmul_flops": peak,
-        **(
-            {
-                "ours_compiled_tokens_per_s": tokens / median["ours_compiled"],
-                "ours_compiled_step_s": median["ours_compiled"],
-                "ours_compiled_step_s_all": times["ours_compiled"],
-            }
-            if args.compile
-            else {}
-        ),
+        **{
+            f"{side}_{key}": value
+            for side in ("ours_compiled", "electra_pytorch")
+            if side in median
+            for key, value in (
+                ("tokens_per_s", tokens / median[side]),
+                ("step_s", median[side]),
+                ("step_s_all", times[side]),
+                ("ratio", median[side] / median["ours"]),  # its step time over ours
+            )
+        },
+        **({"compile_mode": args.compile} if args.compile else {}),
         **contenders["ours"].facts,
         **contenders["peer"].facts,
     }
@@ -222,7 +288,9 @@ def print_table(result: dict[str, object]) -> None:
         table.add_column(column, justify="right")
     sides = [("ours", "electra-ablate"), ("peer", "transformers")]
     if "ours_compiled_tokens_per_s" in result:
-        sides.insert(1, ("ours_compiled", "electra-ablate, compiled"))
+        sides.insert(1, ("ours_compiled", f"electra-ablate, compile: {result['compile_mode']}"))
+    if "electra_pytorch_tokens_per_s" in result:
+        sides.append(("electra_pytorch", "electra-pytorch"))
     for side, label in sides:
         table.add_row(
             label,
@@ -234,7 +302,17 @@ def print_table(result: dict[str, object]) -> None:
     console.print(table)
     console.print(
         f"ours / transformers: {result['ratio']:.2f}x   "
-        f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
+        + (
+            f"ours / electra-pytorch: {result['electra_pytorch_ratio']:.2f}x   "
+            if "electra_pytorch_ratio" in result
+            else "(electra-pytorch not installed)   "
+        )
+        + (
+            f"compiled / eager: {1 / result['ours_compiled_ratio']:.2f}x   "
+            if "ours_compiled_ratio" in result
+            else ""
+        )
+        + f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
     )
 
 
@@ -248,10 +326,18 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument(
-        "--compile", action="store_true", help="also time ours with pretrain.compile: true"
+        "--compile",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=[True, CUDA_GRAPHS],
+        help="also time ours with pretrain.compile: true (or the value given: reduce-overhead)",
     )
     parser.add_argument("--memory-of", choices=list(BUILDERS), help=argparse.SUPPRESS)
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.compile == CUDA_GRAPHS and args.device != "cuda":
+        parser.error(f"--compile {CUDA_GRAPHS} captures CUDA graphs: it needs --device cuda")
+    return args
 
 
 def main() -> None:

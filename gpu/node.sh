@@ -8,7 +8,9 @@
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
 #   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
 #               some), else the doctor's checks on every device: OUT/cuda-tests.log
-#   bench       bench/pretrain_throughput.py --device $DEVICE: OUT/bench.json
+#   bench       bench/pretrain_throughput.py --device $DEVICE: OUT/bench.json (eager ours and
+#               the peers), and one more run per BENCH_COMPILE variant, ours compiled with
+#               `pretrain.compile: V` beside them: OUT/bench-compile-V.json
 #   unit I/N    shard I of N of the kit's study (`ablate run --shard I/N`), stopped after
 #               JOB_SECONDS; then `ablate pack`: OUT/<study>-shard-I-of-N.pack.tar.gz. A shard
 #               stopped at the limit resumes when the same step runs again on the same machine.
@@ -17,7 +19,8 @@
 # first failing step's. Environment (defaults): PYTHON (python3), WORK (/tmp/ablate-work: the
 # installed wheels, the unpacked data and the study folder), DEVICE (cuda), JOB_SECONDS (540),
 # WORKERS (1), REPO (the current folder), DOCTOR_ARGS, BENCH_ARGS (--preset small --batch 128
-# --steps 20).
+# --steps 20), BENCH_COMPILE (on cuda "true reduce-overhead", i.e. compiled and compiled with
+# CUDA graphs; elsewhere none: CUDA graphs need CUDA and compiling a CPU step takes minutes).
 set -uo pipefail
 
 if [ $# -lt 2 ]; then
@@ -35,6 +38,8 @@ STEPS=("$@")
 PYTHON=${PYTHON:-python3}
 WORK=${WORK:-/tmp/ablate-work}
 DEVICE=${DEVICE:-cuda}
+if [ "$DEVICE" = cuda ]; then BENCH_COMPILE=${BENCH_COMPILE-true reduce-overhead}; fi
+BENCH_COMPILE=${BENCH_COMPILE-}
 JOB_SECONDS=${JOB_SECONDS:-540}
 WORKERS=${WORKERS:-1}
 REPO=${REPO:-$PWD}
@@ -103,14 +108,29 @@ PY
     return "${PIPESTATUS[0]}"
 }
 
-step_bench() {
+bench_once() {  # bench_once NAME [EXTRA ARGS]: OUT/NAME.json, OUT/NAME.log
+    local name=$1 rc
+    shift
     # shellcheck disable=SC2086
     (cd "$WORK" && "$PYTHON" "$KIT/bench/pretrain_throughput.py" --device "$DEVICE" \
-        $BENCH_ARGS --json) >"$OUT/bench.json" 2>"$OUT/bench.log"
-    local rc=$?
-    cat "$OUT/bench.json"
-    [ $rc -eq 0 ] || tail -5 "$OUT/bench.log" >&2
+        $BENCH_ARGS "$@" --json) >"$OUT/$name.json" 2>"$OUT/$name.log"
+    rc=$?
+    cat "$OUT/$name.json"
+    [ $rc -eq 0 ] || tail -5 "$OUT/$name.log" >&2
     return $rc
+}
+
+step_bench() {
+    local status=0 variant
+    bench_once bench || status=$?
+    for variant in $BENCH_COMPILE; do
+        if [ "$variant" = true ]; then
+            bench_once bench-compile-true --compile || [ $status -ne 0 ] || status=1
+        else
+            bench_once "bench-compile-$variant" --compile "$variant" || [ $status -ne 0 ] || status=1
+        fi
+    done
+    return $status
 }
 
 step_unit() {

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
+from datetime import timedelta
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
 
-from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
-from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.infra.layout import RunLayout
-from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import Distributed, PretrainRun, Trainer, plan_run
 from electra_ablate.pretraining.flops import stage_step_flops
 from electra_ablate.pretraining.objective import (
@@ -56,10 +55,11 @@ def make_trainer(
     steps_of_budget: int = 12,
     batch_size: int = 4,
     params: dict | None = None,
+    backbone: BackboneConfig = CFG,
     **spec_overrides,
 ) -> Trainer:
     torch.manual_seed(0)
-    objective = build_objective(objective_name, CFG, params or {}, UNIFORM)
+    objective = build_objective(objective_name, backbone, params or {}, UNIFORM)
     spec = PretrainSpec(
         batch_size=batch_size,
         log_every=2,
@@ -146,21 +146,18 @@ def deterministic_trainer(run_dir: Path, global_batch: int, rank: int, world_siz
     return Trainer(objective, run, torch.device("cpu"), dist_ctx, progress=False)
 
 
-def free_port() -> int:
-    """A free local TCP port for a test's own process group."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def become_rank(rank: int, world_size: int, port: int) -> None:
-    """Make this spawned process rank ``rank`` of a local group, as torchrun's variables would,
-    on one torch thread (two ranks share the test machine's cores)."""
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_RANK=str(rank),
-    )
+def become_rank(rank: int, world_size: int, store: str, timeout: timedelta | None = None) -> None:
+    """Make this spawned process rank ``rank`` of a local gloo group, as torchrun would, on one
+    torch thread (two ranks share the test machine's cores). The ranks meet in ``store``, a
+    file of the test's own ``tmp_path``, not on a TCP port: a port picked free beforehand can be
+    taken by another test's group (xdist runs them at the same time) before rank 0 binds it.
+    ``timeout``: the group's (torch's default where None)."""
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        store=dist.FileStore(store, world_size),
+        rank=rank,
+        world_size=world_size,
+        timeout=timeout,
+    )

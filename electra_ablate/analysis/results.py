@@ -27,7 +27,7 @@ from electra_ablate.infra.storage import atomic_file
 RESULTS_SCHEMA = pl.DataFrame(RESULTS_COLUMNS.empty_table()).schema
 """``table_schemas.RESULTS_COLUMNS`` as polars types (one definition for writer and readers)."""
 
-OPTIONAL_COLUMNS = ("variant", "family", "in_aggregate")  # filled in for older tables
+OPTIONAL_COLUMNS = ("variant", "family", "in_aggregate", "precision")  # filled in for older tables
 
 LEGACY_FAMILY = glue.FAMILY
 """The family of every row of a table written before families existed (GLUE was the only one),
@@ -56,8 +56,9 @@ def _as_frame(rows: pl.DataFrame | Iterable[Mapping[str, Any]]) -> pl.DataFrame:
     frame = rows if isinstance(rows, pl.DataFrame) else pl.DataFrame(list(rows))
     if frame.width == 0:
         return pl.DataFrame(schema=RESULTS_SCHEMA)
-    if "variant" not in frame.columns:  # null unless the study has variants
-        frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias("variant"))
+    for column in ("variant", "precision"):  # null unless the study has variants; unrecorded
+        if column not in frame.columns:
+            frame = frame.with_columns(pl.lit(None, dtype=pl.String).alias(column))
     if "family" not in frame.columns:  # a table written before families: GLUE's rows only
         aggregated = pl.col("headline") & ~pl.col("task").is_in(glue.EXCLUDED_FROM_SCORE)
         frame = frame.with_columns(

@@ -31,6 +31,9 @@ RESULTS_COLUMNS = pa.schema(
         ("value", pa.float64()),
         ("train_examples", pa.int64()),
         ("wall_s", pa.float64()),
+        # the autocast precision a fine-tune trained in (bf16, fp16, fp32); null for a task
+        # that trains nothing in torch, and in tables written before it was recorded
+        ("precision", pa.string()),
     ]
 )
 """``results.parquet``: one row per (run, checkpoint, task, fine-tuning seed, metric)."""

@@ -56,7 +56,7 @@ def validate_user_params(name: str, params_model: Any, params: dict[str, Any]) -
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("check")
+    @app.command("check", short_help="Check that an objective or a task keeps its contract.")
     def check_command(
         name: str | None = typer.Argument(
             None, help="registered objective name (see `ablate objectives`)"

@@ -11,7 +11,7 @@ from electra_ablate.infra.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("clean")
+    @app.command("clean", short_help="Remove what a report and a resume do not need.")
     def clean_command(
         study_dir: Path = typer.Argument(..., metavar="DIR", help="study folder"),
         states: bool = typer.Option(

@@ -9,7 +9,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare")
+    @app.command("compare", short_help="Compare studies in one table and one figure, with CIs.")
     def compare_command(
         studies: list[Path] = typer.Argument(
             ..., metavar="STUDY...", help="two or more study folders or report folders"

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     data_app = typer.Typer(help="Prepare and inspect a study's data.")
     app.add_typer(data_app, name="data")
 
-    @data_app.command("prepare")
+    @data_app.command("prepare", short_help="Build and cache the data a spec needs, once.")
     def prepare_command(
         spec: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),

@@ -9,7 +9,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("doctor")
+    @app.command("doctor", short_help="Check this machine: torch, CUDA, devices and speed.")
     def doctor_command(
         steps: int = typer.Option(20, "--steps", min=1, help="timed micro pre-training steps"),
         compile_check: bool = typer.Option(

@@ -14,7 +14,7 @@ class ExportFormat(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("export")
+    @app.command("export", short_help="Export a pre-trained encoder as a Hugging Face folder.")
     def export_command(
         checkpoint: Path = typer.Argument(..., help="kept-model directory (kept.json + weights)"),
         out: Path = typer.Option(..., "--out", help="folder to write (created or replaced)"),

@@ -39,7 +39,7 @@ DEFAULT_SEEDS = "0"
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("finetune")
+    @app.command("finetune", short_help="Fine-tune or evaluate a kept model on registered tasks.")
     def finetune_command(
         checkpoint: str = typer.Argument(
             ...,
@@ -329,6 +329,7 @@ def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "headline": get_task(task).headline,
         **{k: runs[0][k] for k in ("train_examples", "eval_examples", "epochs") if k in runs[0]},
+        **({"precision": done[0]["precision"]} if "precision" in done[0] else {}),
         "wall_seconds": sum(run.get("wall_seconds", 0.0) for run in runs),
         "job_ids": [r["job_id"] for r in done],
         "metrics": {

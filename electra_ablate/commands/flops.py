@@ -19,7 +19,7 @@ class Convention(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("flops")
+    @app.command("flops", short_help="Print the training and inference FLOPs of one setup.")
     def flops_command(
         model: str = typer.Option(..., "--model", help=f"backbone preset: {', '.join(PRESETS)}"),
         objective: str = typer.Option(..., "--objective", help="registered objective name"),

@@ -8,7 +8,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("kit")
+    @app.command("kit", short_help="Make a relocatable folder for an offline GPU node.")
     def kit_command(
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         out: Path = typer.Option(..., "--out", help="kit folder to write (new, or a kit)"),

@@ -8,7 +8,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("merge")
+    @app.command("merge", short_help="Combine packs and folders of one study into one folder.")
     def merge_command(
         sources: list[Path] = typer.Argument(
             ..., metavar="PACK_OR_DIR...", help="packs (`ablate pack`) or study folders"

@@ -18,7 +18,7 @@ def describe_params(params_model: type) -> list[dict[str, object]]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("objectives")
+    @app.command("objectives", short_help="List the registered objectives with their params.")
     def objectives_command(
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:

@@ -8,7 +8,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("pack")
+    @app.command("pack", short_help="Pack a study's results, without weights, for merging.")
     def pack_command(
         study_dir: Path = typer.Argument(..., metavar="STUDY_DIR", help="a study output folder"),
         out: Path | None = typer.Option(

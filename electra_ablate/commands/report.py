@@ -27,7 +27,7 @@ def latest_study_dir(root: Path = RUNS_ROOT) -> Path:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report")
+    @app.command("report", short_help="Write a study's report.md with its figures and tables.")
     def report_command(
         run_dir: Path | None = typer.Argument(
             None,

@@ -24,7 +24,7 @@ class Launcher(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("run")
+    @app.command("run", short_help="Pre-train, fine-tune and score every objective of a spec.")
     def run_command(
         spec_path: Path = typer.Argument(..., metavar="SPEC", help="study spec (YAML)"),
         out: Path | None = typer.Option(None, "--out", help="output folder (default runs/<name>)"),

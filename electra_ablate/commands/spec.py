@@ -12,7 +12,7 @@ SET_HELP = "change the spec: PATH=VALUE, e.g. pretrain.learning_rate=5e-4 (repea
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("validate")
+    @app.command("validate", short_help="Check a study spec and report every error in it.")
     def validate_command(
         spec: Path = typer.Argument(..., help="study spec (YAML)"),
         set_: list[str] = typer.Option([], "--set", metavar="PATH=VALUE", help=SET_HELP),
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
             + ("" if data_check else " (data not checked)")
         )
 
-    @app.command("schema")
+    @app.command("schema", short_help="Print the study spec's JSON Schema.")
     def schema_command(
         markdown: bool = typer.Option(
             False, "--markdown", help="print a table of every key with its default instead"

@@ -22,7 +22,7 @@ def latest_study(root: Path = RUNS_ROOT) -> Path:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("status")
+    @app.command("status", short_help="Show a study's units: done, running, failed, pending.")
     def status_command(
         study_dir: Path | None = typer.Argument(
             None, metavar="[DIR]", help="study folder (default: the latest one in runs/)"

@@ -37,7 +37,7 @@ def describe_tasks() -> list[dict[str, Any]]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("tasks")
+    @app.command("tasks", short_help="List the registered evaluation tasks with their params.")
     def tasks_command(
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:

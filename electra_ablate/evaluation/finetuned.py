@@ -73,6 +73,15 @@ class FinetunedTask(Task):
             "eval_cap": settings.eval_cap,
         }
 
+    def precision(self, settings: TaskSettings, device: Any) -> str | None:
+        """The recipe's precision as ``finetune_task`` resolves it on ``device`` (auto: bf16 on
+        CUDA, fp32 elsewhere)."""
+        import torch
+
+        from electra_ablate.pretraining.engine.precision import resolve_precision
+
+        return resolve_precision(settings.recipe.precision, torch.device(device))
+
     def encoded(self, kept: LoadedKept, settings: TaskSettings) -> EncodedSplits:
         """The task's splits encoded with the kept encoder's own tokenizer, to the longest
         example the encoder and recipe take; cached per process by the tokenizer's contents."""

@@ -152,6 +152,9 @@ def run_job(
         reason = task.skip_reason(kept)
         if reason is not None:
             return record | {"status": "skipped", "message": reason}
+        precision = task.precision(job.settings, device)
+        if precision is not None:  # how it ran, like the device: reported, never in the job id
+            record["precision"] = precision
     try:
         if job.reference is not None:
             metrics = task.evaluate_reference(

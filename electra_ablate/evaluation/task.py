@@ -156,6 +156,11 @@ class Task:
     ) -> dict[str, float]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def precision(self, settings: TaskSettings, device: Any) -> str | None:
+        """The autocast precision ``evaluate`` trains in on ``device``, for the job's record
+        (not its identity); None for a task that trains nothing in torch (the default)."""
+        return None
+
     def skip_reason(self, kept: LoadedKept) -> str | None:
         if self.needs == "detection_head" and kept.model.role != "discriminator":
             role = kept.model.role

@@ -62,10 +62,12 @@ class PretrainSpec(BaseModel):
         description="deterministic CUDA kernels, so that a resumed run ends with the weights of "
         "an unbroken one on a GPU too (always so on a CPU); slower",
     )
-    compile: bool | Literal["auto"] = Field(
+    compile: bool | Literal["auto", "reduce-overhead"] = Field(
         "auto",
         description="torch.compile the training forward: auto (on CUDA only), true or false; "
-        "random draws stay eager-mode, so only rounding changes. Not part of a run's identity",
+        "random draws stay eager-mode, so only rounding changes. reduce-overhead also replays "
+        "the step as CUDA graphs (CUDA only; not yet measured on a GPU, so never chosen by "
+        "auto). Not part of a run's identity",
     )
     precision: Precision = Field(
         "auto",

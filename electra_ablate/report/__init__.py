@@ -68,7 +68,7 @@ from electra_ablate.report.pretraining import (
 )
 from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.report.source import keep_notes, keep_tables, read_tables
-from electra_ablate.report.verdicts import claims_section, score_with_ci
+from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, claims_section
 
 BASELINE_OBJECTIVE = "none"
 
@@ -161,8 +161,10 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             family, values = first_scores
             compared = compare(values)
             final_scores = (
-                family.title,
-                {label: score_with_ci(s) for label, s in compared.scores.items()},
+                f"{family.title} per model (final)"
+                + ("" if compared.single_models else " [95% CI]"),
+                {label: compared.score_text(label) for label in compared.scores},
+                NO_INTERVAL_NOTE if compared.some_without_interval else "",
             )
         write_csv(diagnostics_table(metrics, labels), out_dir / DIAGNOSTICS_FILE)
         sections.append(diagnostics_section(metrics, labels, final_scores))

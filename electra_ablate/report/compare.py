@@ -11,6 +11,7 @@ axis that spans every study's budget.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,7 +40,7 @@ from electra_ablate.report.plots import (
     save_figure,
 )
 from electra_ablate.report.source import StudyTables, read_tables
-from electra_ablate.report.verdicts import interval, seeds
+from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, seeds, with_interval
 
 COMPARE_FILE = "compare.md"
 COMPARE_TABLE = "compare.csv"
@@ -181,36 +182,54 @@ def family_section(
         for n, s in zip(names, sources, strict=True)
         if s.results is not None
     }
-    rows = []
+    found: dict[tuple[str, str], dict] = {}
     for label in [*common, *baseline_labels(own)]:
-        cells = [label]
         for n, frame in own.items():
             at = 0.0 if label in baseline_labels(own) else finals[n]
             hit = frame.filter((pl.col("label") == label) & (pl.col("checkpoint_fraction") == at))
-            if not hit.height:
+            if hit.height:
+                found[label, n] = hit.row(0, named=True)
+    # a cell without an interval is marked only where other cells have one
+    bounds = {
+        key: (nan_if_none(r["ci_low"]), nan_if_none(r["ci_high"])) for key, r in found.items()
+    }
+    some = [not math.isnan(low) and not math.isnan(high) for low, high in bounds.values()]
+    marks = any(some)
+    rows = []
+    for label in [*common, *baseline_labels(own)]:
+        cells = [label]
+        for n in own:
+            if (label, n) not in found:
                 cells += [NO_VALUE, NO_VALUE]
                 continue
-            r = hit.row(0, named=True)
-            ci = interval(r["ci_low"], r["ci_high"]) if r["ci_low"] is not None else "no CI"
+            r = found[label, n]
+            shown = with_interval(f"{r['median']:.1f}", *bounds[label, n], mark=marks)
             n_seeds = (
                 f", {seeds(r['n_pretrain'], r['n_finetune'])}"
                 if r["n_pretrain"] is not None
                 else ""
             )
-            cells += [f"{r['median']:.1f} {ci}{n_seeds}", sci(r["flops_paper"]) if at else "0"]
+            at = r["checkpoint_fraction"]
+            cells += [f"{shown}{n_seeds}", sci(r["flops_paper"]) if at else "0"]
         rows.append(cells)
     head = ["Label"]
     for n in own:
-        head += [f"{n}: {family.aggregate} [95% CI], seeds", f"{n}: FLOPs"]
+        head += [f"{n}: {family.aggregate}{' [95% CI]' if marks else ''}, seeds", f"{n}: FLOPs"]
     return "\n\n".join(
         [
             f"## {family.title}",
-            f"Median {family.aggregate} per model at each study's final checkpoint.",
+            f"Median {family.aggregate} per model at each study's final checkpoint"
+            + ("." if marks else "; one model each, so no interval."),
             table(head, rows),
+            *([NO_INTERVAL_NOTE] if marks and not all(some) else []),
             figure(f"{family.aggregate} vs pre-training FLOPs, every study", compare_stem(family)),
             "Colour: the objective; line style and marker: the study; band: 95% CI.",
         ]
     )
+
+
+def nan_if_none(x: float | None) -> float:
+    return math.nan if x is None else x
 
 
 def baseline_labels(own: dict[str, pl.DataFrame]) -> list[str]:

@@ -161,10 +161,11 @@ def crossing_cell(train: pl.DataFrame, heldout: pl.DataFrame, column: str, kind:
 def diagnostics_section(
     metrics: pl.DataFrame,
     labels: Sequence[str],
-    scores: tuple[str, dict[str, str]] | None = None,
+    scores: tuple[str, dict[str, str], str] | None = None,
 ) -> str:
-    """One row per run; ``scores`` (a family's title, and label -> its final score cell) puts
-    each run's evaluation beside what its pre-training learnt. The table keeps what says whether
+    """One row per run; ``scores`` (the score column's heading, label -> its final score cell,
+    and the note under the table that explains a cell's mark, if any) puts each run's
+    evaluation beside what its pre-training learnt. The table keeps what says whether
     and when each model left its prior (``TABLE_KINDS``); the rest is in ``DIAGNOSTICS_FILE``."""
     diagnostics = diagnostic_metrics(metrics)
     columns = [
@@ -178,7 +179,7 @@ def diagnostics_section(
         rows.append([name, *([scores[1].get(label, NO_VALUE)] if scores else []), *cells])
     header = [
         "Label",
-        *([f"{scores[0]} per model (final) [95% CI]"] if scores else []),
+        *([scores[0]] if scores else []),
         *(name for name, _ in columns),
     ]
     qualified = [name for name, _, q in diagnostics if q]
@@ -209,6 +210,7 @@ def diagnostics_section(
                 else ""
             ),
             table(header, rows),
+            *([scores[2]] if scores and scores[2] else []),
             figure("Pre-training diagnostics vs FLOPs", "pretrain_curves"),
             "Solid: training batches, smoothed; dots: held-out split at checkpoints.",
         ]

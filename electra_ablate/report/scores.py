@@ -48,9 +48,9 @@ def published_ordering(
         text += f" {sign} {names[below]} {scores[below]:.1f}"
     ours = []
     for objective in order:
-        for label, s in comparison.scores.items():
+        for label in comparison.scores:
             if objective_of.get(label) == objective:
-                ours.append(f"{label} {verdicts.score_with_ci(s)}")
+                ours.append(f"{label} {comparison.score_text(label)}")
     listed = "; ".join(ours) if ours else "none of its objectives"
     return (
         f"**{family.published_label} ordering**: {text}. This study's scores, listed in the "
@@ -168,7 +168,7 @@ def final_section(
         vs = NO_VALUE
         if baseline in comparison.scores and label not in unpretrained and placed is not None:
             d = comparison.difference(label, baseline)
-            vs = f"{verdicts.signed(d.value, 1)} {verdicts.interval(d.ci_low, d.ci_high, True)}"
+            vs = comparison.difference_cell(d)
         own = comparison.scores.get(label) if placed is not None or at == 0.0 else None
         published = family.published.get(objective)
         rows.append(
@@ -176,7 +176,7 @@ def final_section(
                 str(placed["rank"]) if placed else NO_VALUE,
                 label,
                 f"`{objective}`",
-                verdicts.score_with_ci(own),
+                verdicts.score_with_ci(own, mark=comparison.marks),
                 verdicts.seeds(own.n_pretrain, own.n_finetune) if own else NO_VALUE,
                 *([f"{paper_row['score_paper']:.1f}" if paper_row else NO_VALUE] if both else []),
                 vs,
@@ -195,7 +195,7 @@ def final_section(
     excluded = f" ({', '.join(out)} left out)" if out else ""
     heading = (
         f"**Measured ordering** (median {family.aggregate} per model at {fraction(final)} of the "
-        "budget, 95% CI)"
+        "budget"
     )
     ordered, _ = verdicts.ordering(ranked["label"].to_list(), comparison, heading)
     if not ordered:
@@ -206,6 +206,14 @@ def final_section(
         if both
         else f"With one model per label the paper's aggregation gives the same {title}. "
     )
+    if comparison.single_models:  # said once, in the note below the table
+        spread, difference_ci = "one model per label here.", ""
+    else:
+        spread = (
+            "the median over models, with its 95% confidence interval from a hierarchical "
+            "bootstrap over pre-training, then fine-tuning seeds."
+        )
+        difference_ci = ", with the CI of that difference"
     parts = [
         f"## {title}: results at the final budget ({fraction(final)})",
         ordered,
@@ -215,23 +223,22 @@ def final_section(
                 "Rank",
                 "Label",
                 "Objective",
-                f"{title} per model [95% CI]",
+                f"{title} per model" + ("" if comparison.single_models else " [95% CI]"),
                 "Seeds (pre-training × fine-tuning)",
                 *([f"{title} (paper)"] if both else []),
-                "vs none [95% CI]",
+                "vs none" + ("" if comparison.single_models else " [95% CI]"),
                 *task_header(family, tasks, names, constant),
                 *([family.published_label] if family.published else []),
             ],
             rows,
         ),
         f"*{title} per model*: the mean over tasks of each task's headline metric{excluded}, "
-        f"computed per evaluated model; the median over models, with its 95% confidence "
-        f"interval from a hierarchical bootstrap over pre-training, then fine-tuning seeds. "
-        f"{paper_column}*vs none*: median {title} per model minus the no-pre-training "
-        f"baseline's, with the CI of that difference. Task columns: median (min–max) over "
-        f"models. {family.published_note}".strip(),
+        f"computed per evaluated model; {spread} {paper_column}*vs none*: median {title} per "
+        f"model minus the no-pre-training baseline's{difference_ci}. Task columns: median "
+        f"(min–max) over models. {family.published_note}".strip(),
     ]
     for note in (
+        verdicts.NO_INTERVAL_NOTE if comparison.some_without_interval else "",
         constant_note(constant, family, tasks),
         verdicts.noise_note(comparison, ranked["label"].to_list()),
     ):

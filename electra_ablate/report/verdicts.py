@@ -25,6 +25,15 @@ from electra_ablate.report.markdown import NO_VALUE, table
 
 ABOVE, BELOW, OPEN = "above", "below", "unresolved"
 
+NO_INTERVAL = "†"
+"""Marks a figure that has no interval where figures beside it have one. Where no figure has
+one (one model per arm), figures go unmarked and the section says so once."""
+
+NO_INTERVAL_NOTE = (
+    f"{NO_INTERVAL} No 95% CI: one model (one pre-training and one fine-tuning seed) stands "
+    "behind this score, or behind one side of this difference, so it resolves nothing."
+)
+
 
 @dataclass(frozen=True)
 class Comparison:
@@ -46,6 +55,27 @@ class Comparison:
         """Every arm has one model: no interval anywhere."""
         return all(s.n_pretrain * s.n_finetune == 1 for s in self.scores.values())
 
+    @property
+    def marks(self) -> bool:
+        """Whether a figure without an interval needs ``NO_INTERVAL``: some arms have one
+        and others do not (with none anywhere, the section says so once instead)."""
+        return not self.single_models
+
+    @property
+    def some_without_interval(self) -> bool:
+        """Some arms have an interval and some do not: the section explains the mark."""
+        return self.marks and any(not has_interval(s) for s in self.scores.values())
+
+    def score_text(self, label: str) -> str:
+        """``label``'s score with its CI, marked if it has none and others do."""
+        return score_with_ci(self.scores.get(label), mark=self.marks)
+
+    def difference_cell(self, d: stats.Difference, digits: int = 1) -> str:
+        """``+1.2 [−0.3, +2.7]``, or the difference alone (marked if others have a CI)."""
+        return with_interval(
+            signed(d.value, digits), d.ci_low, d.ci_high, sign=True, mark=self.marks
+        )
+
 
 def compare(values: pl.DataFrame) -> Comparison:
     """Scores and grids of one family's aggregated rows at one checkpoint
@@ -58,19 +88,35 @@ def signed(x: float, digits: int = 2) -> str:
     return f"{x:+.{digits}f}".replace("-", "−")
 
 
+def has_interval(s: stats.Score | stats.Difference) -> bool:
+    """Fewer than two resampled models (one pre-training × one fine-tuning seed) give none."""
+    return not (math.isnan(s.ci_low) or math.isnan(s.ci_high))
+
+
 def interval(low: float, high: float, sign: bool = False, digits: int = 1) -> str:
-    """``[low, high]``, or that there is none (one model, or one resampled seed)."""
+    """``[low, high]``, or ``NO_INTERVAL`` when there is none (one model behind it)."""
     if math.isnan(low) or math.isnan(high):
-        return "no CI"
+        return NO_INTERVAL
     if sign:
         return f"[{signed(low, digits)}, {signed(high, digits)}]"
     return f"[{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def score_with_ci(s: stats.Score | None) -> str:
+def with_interval(
+    value: str, low: float, high: float, *, sign: bool = False, digits: int = 1, mark: bool = True
+) -> str:
+    """``value [low, high]``; without an interval, ``value`` alone, followed by
+    ``NO_INTERVAL`` when ``mark`` (figures beside it have one, so a reader must tell them
+    apart; where none has one, the section says so once and the figures stay clean)."""
+    if math.isnan(low) or math.isnan(high):
+        return f"{value}{NO_INTERVAL}" if mark else value
+    return f"{value} {interval(low, high, sign, digits)}"
+
+
+def score_with_ci(s: stats.Score | None, mark: bool = True) -> str:
     if s is None:
         return NO_VALUE
-    return f"{s.value:.1f} {interval(s.ci_low, s.ci_high)}"
+    return with_interval(f"{s.value:.1f}", s.ci_low, s.ci_high, mark=mark)
 
 
 def seeds(n_pretrain: int, n_finetune: int) -> str:
@@ -90,11 +136,9 @@ def pairing(d: stats.Difference) -> str:
 
 
 def difference_text(d: stats.Difference) -> str:
-    """``+0.49 [−0.31, +1.29], paired, 1 × 3 seeds``."""
-    return (
-        f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True, digits=2)}, {pairing(d)}, "
-        f"{seeds(d.n_pretrain, d.n_finetune)} seeds"
-    )
+    """``+0.49 [−0.31, +1.29], paired, 1 × 3 seeds`` (``+0.49†, …`` without an interval)."""
+    shown = with_interval(signed(d.value), d.ci_low, d.ci_high, sign=True, digits=2)
+    return f"{shown}, {pairing(d)}, {seeds(d.n_pretrain, d.n_finetune)} seeds"
 
 
 def verdict_words(d: stats.Difference) -> str:
@@ -111,8 +155,8 @@ def noise_note(comparison: Comparison, pretrained: Sequence[str]) -> str:
     if comparison.single_models:
         return (
             "*One model per objective* (one pre-training and one fine-tuning seed): no "
-            "interval can be computed, so no difference below is resolved; run more seeds "
-            "(the claims section says how many)."
+            "interval can be computed, so no difference in this section is resolved; run more "
+            "seeds (the claims section says how many)."
         )
     if comparison.one_pretrain_seed(pretrained):
         return (
@@ -125,13 +169,19 @@ def noise_note(comparison: Comparison, pretrained: Sequence[str]) -> str:
 def ordering(
     ranked_labels: Sequence[str], comparison: Comparison, heading: str
 ) -> tuple[str, list[stats.Difference]]:
-    """The measured ranking with each score's CI, and each adjacent pair's difference."""
+    """The measured ranking with each score's CI, and each adjacent pair's difference.
+    ``heading`` names what is ranked, as ``**Measured ordering** (median … of the budget``: this
+    closes it with what the figures are. With one model per arm the heading says once that no
+    step is resolved, in place of a line per step that would say so each time."""
     present = [x for x in ranked_labels if x in comparison.scores]
     if not present:
         return "", []
-    names = " > ".join(f"{x} {score_with_ci(comparison.scores[x])}" for x in present)
+    names = " > ".join(f"{x} {comparison.score_text(x)}" for x in present)
     diffs = [comparison.difference(a, b) for a, b in zip(present, present[1:], strict=False)]
-    lines = [f"{heading}: {names}."]
+    if comparison.single_models:
+        closing = "; one model each, so no step of it is resolved)"
+        return f"{heading}{closing}: {names}.", diffs
+    lines = [f"{heading}, 95% CI): {names}."]
     lines += [
         f"- {d.label_a} − {d.label_b}: {difference_text(d)} → {verdict_words(d)}" for d in diffs
     ]
@@ -149,13 +199,15 @@ def baseline_comparison(
         if label not in comparison.scores:
             continue
         d = comparison.difference(label, baseline)
-        groups[direction(d)].append(
-            f"{label} ({signed(d.value, 1)} {interval(d.ci_low, d.ci_high, sign=True)})"
-        )
-    parts = [f"**No pre-training**: {score_with_ci(comparison.scores[baseline])}."]
+        groups[direction(d)].append(f"{label} ({comparison.difference_cell(d)})")
+    parts = [f"**No pre-training**: {comparison.score_text(baseline)}."]
     words = {
         ABOVE: "Above it (95% CI of the difference above 0)",
-        OPEN: "Not resolved from it (the CI of the difference includes 0, or there is none)",
+        OPEN: (
+            "Not resolved from it (the CI of the difference includes 0, or there is none)"
+            if comparison.marks
+            else "Not resolved from it"
+        ),
         BELOW: "Below it (95% CI of the difference below 0)",
     }
     parts += [f"{words[k]}: {', '.join(v)}." for k, v in groups.items() if v]
@@ -213,6 +265,7 @@ def claims_section(
     rows, plans = [], []
     # No arm with a variance: every claim is unresolved for the same reason, said once below.
     single_models = all(v.difference.n_pretrain * v.difference.n_finetune == 1 for v in found)
+    unmarked = [v.difference for v in found if not has_interval(v.difference)]
     for v in found:
         claim, d = v.binding.claim, v.difference
         paper_numbers = (
@@ -225,7 +278,9 @@ def claims_section(
                 claim.statement,
                 paper_numbers,
                 f"{v.binding.label_a} − {v.binding.label_b}",
-                f"{signed(d.value)} {interval(d.ci_low, d.ci_high, sign=True)}",
+                with_interval(
+                    signed(d.value), d.ci_low, d.ci_high, sign=True, mark=not single_models
+                ),
                 f"{seeds(d.n_pretrain, d.n_finetune)}, {pairing(d)}",
                 f"**{v.verdict}**" + (" (fine-tuning noise only)" if noise_only(d) else ""),
             ]
@@ -252,8 +307,20 @@ def claims_section(
         f"{title} per model. {relations} The paper's numbers come from base-size (Table 5, "
         "§3.2) or small (Table 1) models trained far longer: compare the direction, not the "
         "size.",
-        table(["Claim", "Paper", "Ours (A − B)", "A − B [95% CI]", "Seeds, draw", "Verdict"], rows),
+        table(
+            [
+                "Claim",
+                "Paper",
+                "Ours (A − B)",
+                "A − B" if single_models else "A − B [95% CI]",
+                "Seeds, draw",
+                "Verdict",
+            ],
+            rows,
+        ),
     ]
+    if unmarked and not single_models:
+        parts.append(NO_INTERVAL_NOTE)
     if single_models:
         pilot = plan_command(study, None, found[0].difference)
         parts.append(

@@ -27,6 +27,7 @@ from electra_ablate.evaluation.run import (
 from electra_ablate.evaluation.task import Task, TaskSettings, family_of, get_task
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import StudyLayout
+from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS
 from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.plan import plan_run
 from electra_ablate.pretraining.flops import training_flops
@@ -50,6 +51,18 @@ def resolve_device(requested: str) -> torch.device:
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(requested)
+
+
+def refuse_cuda_graphs_off_cuda(spec: StudySpec, device: torch.device) -> None:
+    """``pretrain.compile: reduce-overhead`` captures CUDA graphs: on another device it would
+    fail (or silently do something else) mid-run, so the study is refused before any work."""
+    for variant, variant_spec in spec.variant_specs():
+        if variant_spec.pretrain.compile == CUDA_GRAPHS and device.type != "cuda":
+            where = f" (variant {variant})" if variant else ""
+            raise InputError(
+                f"pretrain.compile: {CUDA_GRAPHS}{where} captures CUDA graphs and needs a CUDA "
+                f"device, but this study runs on {device.type}"
+            )
 
 
 @dataclass
@@ -86,6 +99,7 @@ class Study:
         requested = resolve_device(device or spec.device)
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
+        refuse_cuda_graphs_off_cuda(spec, self.device)
         self._data: dict[str, VariantData] = {}
 
     # ------------------------------------------------------------------- planning

@@ -77,6 +77,7 @@ def result_rows(study: Study, unit: Unit, record: dict) -> list[dict[str, Any]]:
             "value": float(value),
             "train_examples": metrics.get("train_examples"),
             "wall_s": metrics.get("wall_seconds"),
+            "precision": record.get("precision"),
         }
         for metric, value in metrics.items()
         if metric not in RECORD_FIELDS

@@ -8,8 +8,6 @@ package uses: a ``.dist-info`` folder on ``PYTHONPATH`` that ``importlib.metadat
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -17,40 +15,30 @@ from pathlib import Path
 import polars as pl
 import pytest
 import torch
-import yaml
+from ablate_cli import ABLATE
 from safetensors.torch import load_file
+from torchrun_helpers import (
+    assert_rank_zero_alone_finished,
+    micro_spec,
+    needs_torchrun,
+    objective_plugin,
+    torchrun_ablate_run,
+    with_pythonpath,
+)
 
 TESTS = Path(__file__).resolve().parents[1]
 ROOT = TESTS.parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def plugin_path(tmp_path) -> Path:
-    """A folder whose ``.dist-info`` registers ``engine_helpers.DeterministicMLM`` (a fixed-mask
-    MLM with no randomness at all) in the objectives entry-point group."""
-    info = tmp_path / "site" / "deterministic_objective_test-0.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: deterministic-objective-test\nVersion: 0.0\n"
-    )
-    (info / "entry_points.txt").write_text(
-        "[electra_ablate.objectives]\ndeterministic_mlm = engine_helpers:DeterministicMLM\n"
-    )
-    return info.parent
-
-
-def spec_file(tmp_path: Path, shared: Path) -> Path:
-    spec = {
-        "name": "ddp",
-        "data": {
-            "corpus": {"paths": [f"{shared}/corpus/gutenberg/*.txt.gz"], "max_documents": 400},
-            "tokenizer": {"vocab_size": 2048},
-            "glue": f"{shared}/glue",
-        },
-        "backbone": {"preset": "micro", "overrides": {"dropout": 0.0, "attention_dropout": 0.0}},
-        "budget": {"steps": 6, "checkpoints": [0.5, 1.0]},
-        "pretrain": {
+@needs_torchrun
+def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, smoke_env):
+    spec = micro_spec(
+        tmp_path,
+        "ddp",
+        backbone={"preset": "micro", "overrides": {"dropout": 0.0, "attention_dropout": 0.0}},
+        budget={"steps": 6, "checkpoints": [0.5, 1.0]},
+        pretrain={
             "batch_size": 8,
             "learning_rate": 1e-3,
             "warmup_fraction": 0.2,
@@ -58,56 +46,20 @@ def spec_file(tmp_path: Path, shared: Path) -> Path:
             "eval_batches": 2,
             "resume_every": 0,
         },
-        "objectives": [{"name": "deterministic_mlm"}],
-        "device": "cpu",
-    }
-    path = tmp_path / "ddp.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, plugin_path, shared_data_dir):
-    torchrun = shutil.which("torchrun")
-    ablate = shutil.which("ablate")
-    if torchrun is None or ablate is None:
-        pytest.skip("torchrun or the ablate console script is not installed")
-    spec = spec_file(tmp_path, shared_data_dir)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join(
-            filter(None, [str(plugin_path), str(TESTS), os.environ.get("PYTHONPATH")])
-        ),
-        "ABLATE_CACHE": str(tmp_path / "cache"),
-        "OMP_NUM_THREADS": "1",
-    }
+        objectives=[{"name": "deterministic_mlm"}],
+    )
+    # engine_helpers.DeterministicMLM: a fixed-mask MLM with no randomness at all
+    plugin = objective_plugin(tmp_path, "deterministic_mlm", "engine_helpers:DeterministicMLM")
+    env = {**with_pythonpath(smoke_env, plugin, TESTS), "OMP_NUM_THREADS": "1"}
     single = subprocess.run(
-        [ablate, "run", str(spec), "--out", str(tmp_path / "single")],
+        [ABLATE, "run", str(spec), "--out", str(tmp_path / "single")],
         env=env,
         capture_output=True,
         text=True,
         cwd=tmp_path,
     )
     assert single.returncode == 0, single.stderr
-    ddp = subprocess.run(
-        [
-            torchrun,
-            "--standalone",
-            "--nproc_per_node",
-            "2",
-            ablate,
-            "run",
-            str(spec),
-            "--out",
-            str(tmp_path / "ddp"),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=600,
-    )
-    assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert ddp.stdout.count("results in") == 1, "rank 0 alone reports and writes"
+    assert_rank_zero_alone_finished(torchrun_ablate_run(spec, tmp_path / "ddp", env, tmp_path))
 
     metrics = {
         name: pl.read_parquet(tmp_path / name / "pretrain_metrics.parquet").sort("split", "step")

@@ -9,14 +9,17 @@ it (as a real task's does on a GPU node), so a rank that waits on a fine-tune fa
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
-import yaml
+from torchrun_helpers import (
+    assert_rank_zero_alone_finished,
+    micro_spec,
+    needs_torchrun,
+    torchrun_ablate_run,
+    with_pythonpath,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -55,20 +58,17 @@ execute.run_job = slow_run_job
     return site
 
 
-def spec_file(tmp_path: Path, shared: Path) -> Path:
-    """Two runs (two seeds of BERT's MLM) and one capped GLUE task with two seeds."""
-    spec = {
-        "name": "ddp-finetune",
-        "data": {
-            "corpus": {"paths": [f"{shared}/corpus/gutenberg/*.txt.gz"], "max_documents": 400},
-            "tokenizer": {"vocab_size": 2048},
-            "glue": f"{shared}/glue",
-        },
-        "backbone": {"preset": "micro"},
-        "budget": {"steps": 4, "checkpoints": [1.0]},
-        "pretrain": {"batch_size": 8, "seeds": [0, 1], "log_every": 2, "eval_batches": 1},
-        "objectives": [{"name": "bert_mlm"}],
-        "finetune": {
+@needs_torchrun
+def test_torchrun_study_with_fine_tunes_keeps_its_ranks_in_step(tmp_path, smoke_env):
+    # two runs (two seeds of BERT's MLM) and one capped GLUE task with two seeds, on data that
+    # smoke_env built beforehand: rank 1 would otherwise wait on rank 0 building it
+    spec = micro_spec(
+        tmp_path,
+        "ddp-finetune",
+        budget={"steps": 4, "checkpoints": [1.0]},
+        pretrain={"batch_size": 8, "seeds": [0, 1], "log_every": 2, "eval_batches": 1},
+        objectives=[{"name": "bert_mlm"}],
+        finetune={
             "tasks": ["rte"],
             "seeds": [0, 1],
             "caps": {"rte": 64},
@@ -76,39 +76,10 @@ def spec_file(tmp_path: Path, shared: Path) -> Path:
             "recipe": {"epochs": 1, "task_epochs": {}},
             "baseline": False,
         },
-        "device": "cpu",
-    }
-    path = tmp_path / "ddp-finetune.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    return path
-
-
-def test_torchrun_study_with_fine_tunes_keeps_its_ranks_in_step(tmp_path, shared_data_dir):
-    torchrun, ablate = shutil.which("torchrun"), shutil.which("ablate")
-    if torchrun is None or ablate is None:
-        pytest.skip("torchrun or the ablate console script is not installed")
-    spec = spec_file(tmp_path, shared_data_dir)
-    env = {**os.environ, "ABLATE_CACHE": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
-    # the data is built beforehand: rank 1 would otherwise wait on rank 0 building it
-    prepare = subprocess.run(
-        [ablate, "data", "prepare", str(spec)], env=env, capture_output=True, text=True
     )
-    assert prepare.returncode == 0, prepare.stderr
-    env["PYTHONPATH"] = os.pathsep.join(
-        filter(None, [str(slow_first_fine_tune(tmp_path)), os.environ.get("PYTHONPATH")])
-    )
+    env = {**with_pythonpath(smoke_env, slow_first_fine_tune(tmp_path)), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "ddp"
-    ddp = subprocess.run(
-        [torchrun, "--standalone", "--nproc_per_node", "2", ablate, "run", str(spec)]
-        + ["--out", str(out)],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=900,
-    )
-    assert ddp.returncode == 0, ddp.stderr[-3000:]
-    assert ddp.stdout.count("results in") == 1, "rank 0 alone reports and writes"
+    assert_rank_zero_alone_finished(torchrun_ablate_run(spec, out, env, tmp_path))
     runs = pl.read_parquet(out / "runs.parquet").filter(pl.col("objective") == "bert_mlm")
     assert runs["status"].to_list() == ["done", "done"]
     results = pl.read_parquet(out / "results.parquet").filter(pl.col("objective") == "bert_mlm")

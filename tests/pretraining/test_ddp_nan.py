@@ -16,14 +16,13 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from engine_helpers import become_rank, deterministic_trainer, free_port  # noqa: E402
+from engine_helpers import become_rank, deterministic_trainer  # noqa: E402
 
 NAN_STEP = 2
 
 
-def worker(rank: int, world_size: int, port: int, run_dir: str, out: str) -> None:
-    become_rank(rank, world_size, port)
-    dist.init_process_group("gloo", timeout=timedelta(seconds=20))
+def worker(rank: int, world_size: int, store: str, run_dir: str, out: str) -> None:
+    become_rank(rank, world_size, store, timeout=timedelta(seconds=20))
     trainer = deterministic_trainer(Path(run_dir), global_batch=8, rank=rank, world_size=2)
     forward = trainer.objective.forward
 
@@ -46,9 +45,8 @@ def worker(rank: int, world_size: int, port: int, run_dir: str, out: str) -> Non
 
 @pytest.mark.slow
 def test_a_nan_on_one_rank_stops_every_rank_with_the_same_line(tmp_path):
-    mp.spawn(
-        worker, args=(2, free_port(), str(tmp_path / "run"), str(tmp_path)), nprocs=2, join=True
-    )
+    store = str(tmp_path / "store")
+    mp.spawn(worker, args=(2, store, str(tmp_path / "run"), str(tmp_path)), nprocs=2, join=True)
     lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     expected = (
         f"TrainingDiverged: non-finite loss at step {NAN_STEP} (stage main): mlm_loss=nan "

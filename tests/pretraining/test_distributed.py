@@ -13,11 +13,11 @@ import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
-from engine_helpers import become_rank, deterministic_trainer, free_port  # noqa: E402
+from engine_helpers import become_rank, deterministic_trainer  # noqa: E402
 
 
-def worker(rank: int, world_size: int, port: int, run_dir: str) -> None:
-    become_rank(rank, world_size, port)
+def worker(rank: int, world_size: int, store: str, run_dir: str) -> None:
+    become_rank(rank, world_size, store)
     try:
         deterministic_trainer(
             Path(run_dir), global_batch=8, rank=rank, world_size=world_size
@@ -34,7 +34,8 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 @pytest.mark.slow
 def test_two_gloo_ranks_match_one_process_with_the_same_global_batch(tmp_path):
     deterministic_trainer(tmp_path / "single", global_batch=8, rank=0, world_size=1).train()
-    mp.spawn(worker, args=(2, free_port(), str(tmp_path / "ddp")), nprocs=2, join=True)
+    store = str(tmp_path / "store")
+    mp.spawn(worker, args=(2, store, str(tmp_path / "ddp")), nprocs=2, join=True)
     single, ddp = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
     assert single.keys() == ddp.keys()
     for name in single:

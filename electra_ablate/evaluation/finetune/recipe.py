@@ -47,7 +47,8 @@ class FinetuneRecipe(BaseModel):
     precision: Precision = Field(
         "auto",
         description="autocast: auto (bf16 on CUDA, fp32 on CPU), bf16, fp16 (with a gradient "
-        "scaler) or fp32; the head, loss and weights stay fp32. Not part of a job's identity",
+        "scaler) or fp32; the head, loss and weights stay fp32. Not part of a job's identity; "
+        "each fine-tune records it (results column precision)",
     )
 
     def epochs_for(self, task: str) -> int:

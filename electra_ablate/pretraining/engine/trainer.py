@@ -410,7 +410,9 @@ class Trainer:
         self.optimizer = make_optimizer(self.objective, self.spec)
         self.model = self.dist.wrap(self.objective, self.device)
         self.forward = (
-            compiled(self.model) if use_compile(self.spec.compile, self.device) else self.model
+            compiled(self.model, self.spec.compile)
+            if use_compile(self.spec.compile, self.device)
+            else self.model
         )
 
     def _restore(self, state: Path, counters: dict[str, Any]) -> None:

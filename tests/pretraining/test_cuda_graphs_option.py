@@ -1,0 +1,51 @@
+"""``pretrain.compile: reduce-overhead`` (CUDA graphs, issue 36): a spec value like any other,
+refused in one line before any work when the study would run off CUDA."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from ablate_cli import SMOKE, ablate, needs_ablate
+
+from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, use_compile
+from electra_ablate.study.spec import PretrainSpec
+
+
+def test_reduce_overhead_is_a_compile_mode_auto_never_picks():
+    assert PretrainSpec(compile=CUDA_GRAPHS).compile == CUDA_GRAPHS
+    assert use_compile(CUDA_GRAPHS, torch.device("cuda"))
+    assert PretrainSpec().compile == "auto"  # off until measured on a GPU
+
+
+@pytest.mark.slow
+@needs_ablate
+def test_an_unknown_compile_value_is_an_input_error(tmp_path):
+    result = ablate("run", SMOKE, "--out", tmp_path / "o", "--set", "pretrain.compile=graphs")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "pretrain.compile" in lines[0]
+    assert "Traceback" not in result.stderr and not (tmp_path / "o").exists()
+
+
+@pytest.mark.slow
+@needs_ablate
+@pytest.mark.skipif(torch.cuda.is_available(), reason="auto resolves to cuda here")
+@pytest.mark.parametrize("device", ["cpu", "auto"])
+def test_cuda_graphs_are_refused_off_cuda_before_any_work(tmp_path, device):
+    result = ablate(
+        "run",
+        SMOKE,
+        "--out",
+        tmp_path / "o",
+        "--no-progress",
+        "--device",
+        device,
+        "--set",
+        f"pretrain.compile={CUDA_GRAPHS}",
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: pretrain.compile: {CUDA_GRAPHS} captures CUDA graphs and needs a CUDA device, "
+        "but this study runs on cpu"
+    ]
+    assert not (tmp_path / "o").exists()
