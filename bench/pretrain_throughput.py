@@ -44,11 +44,11 @@ from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.export import hf_config
+from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import autocast, make_optimizer
 from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compiled
 from electra_ablate.pretraining.flops import objective_flops
 from electra_ablate.pretraining.objective import build_objective
-from electra_ablate.study.spec import PretrainSpec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

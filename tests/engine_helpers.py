@@ -11,7 +11,9 @@ import torch.distributed as dist
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
+from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.infra.layout import RunLayout
+from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import Distributed, PretrainRun, Trainer, plan_run
 from electra_ablate.pretraining.flops import stage_step_flops
 from electra_ablate.pretraining.objective import (
