@@ -54,7 +54,7 @@ MOVED: dict[str, str] = {
     "stats": "analysis.stats",
     "paper": "analysis.paper",
     "table_schemas": "analysis.table_schemas",
-    "testing": "conformance.checks",
+    "testing": "conformance",
     "spec": "study.spec",
     "merge": "study.merge",
     "packs": "study.packs",

@@ -4,7 +4,8 @@ An objective is an ``nn.Module`` that owns every model it trains (generator, dis
 heads) and turns a batch of packed token ids into a loss plus metrics. The engine only ever
 talks to this interface: it never knows which objective it runs. Objectives are discovered
 through the ``electra_ablate.objectives`` entry-point group, the same door a third-party
-package uses. ``ablate check NAME`` (``electra_ablate.conformance.checks``) verifies the contract.
+package uses. ``ablate check NAME`` (``electra_ablate.conformance.objective``) verifies the
+contract.
 
 The contract, in full:
 
