@@ -59,7 +59,6 @@ from electra_ablate.conformance.common import (
 )
 from electra_ablate.evaluation.finetune.loop import finetune_task
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-from electra_ablate.evaluation.metrics import accuracy
 from electra_ablate.pretraining.flops import measure_step_flops, step_flops
 from electra_ablate.pretraining.objective import (
     HEAD_KINDS,
@@ -521,6 +520,10 @@ class _ContractTask:
     is_regression: bool = False
 
     def score(self, predictions: Any, labels: Any) -> dict[str, float]:
+        # evaluation.metrics brings scikit-learn and scipy: imported here, so that loading an
+        # objective (which imports this module through electra_ablate.plugin) stays light
+        from electra_ablate.evaluation.metrics import accuracy
+
         return {"accuracy": accuracy(predictions, labels)}
 
 
