@@ -174,7 +174,8 @@ def contract_batch(
 
 
 def resolve_objective(name_or_class: str | type[Objective]) -> type[Objective]:
-    """An entry-point name (an unknown one is an ``InputError`` with a did-you-mean) or a class."""
+    """An entry-point name or ``package.module:Class`` (``pretraining.objective.get_objective``:
+    an unknown one is an ``InputError`` with a did-you-mean), or the class itself."""
     if isinstance(name_or_class, str):
         return get_objective(name_or_class)
     if not (isinstance(name_or_class, type) and issubclass(name_or_class, Objective)):
