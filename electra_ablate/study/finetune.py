@@ -25,7 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import polars as pl
+import torch
 from pydantic import ValidationError
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from electra_ablate.analysis.results import paper_scores
 from electra_ablate.checkpoints.hf_import import is_hf_folder, is_hub_name, load_hf
@@ -203,9 +207,6 @@ def finetune_checkpoint(
     (``evaluation.run.fresh_kept``, the study's baseline), so the same command measures what
     pre-training bought over none.
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     if from_scratch:
         fresh = fresh_kept(kept.model.encoder.cfg)
         zero = {"step": 0, "flops_paper": 0.0, "flops_standard": 0.0}
@@ -293,8 +294,6 @@ def _summarise(task: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 def family_scores(per_task: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each family's score from the tasks' medians: ``electra_ablate.analysis.results``' paper
     aggregation (each task's median over seeds, then the mean), per family."""
-    import polars as pl
-
     rows = []
     for name, summary in per_task.items():
         if "metrics" not in summary:
@@ -402,7 +401,6 @@ def _recipe(base: FinetuneRecipe | None, overrides: dict[str, Any]) -> FinetuneR
 
 
 def _device(device: str) -> str:
-    import torch
 
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
