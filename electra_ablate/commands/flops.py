@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
     @app.command("flops")
     def flops_command(
         model: str = typer.Option(..., "--model", help=f"backbone preset: {', '.join(PRESETS)}"),
-        objective: str = typer.Option(..., "--objective", help="registered objective name"),
+        objective: str = typer.Option(
+            ..., "--objective", help="registered objective name, or package.module:Class"
+        ),
         steps: int = typer.Option(..., "--steps", min=1, help="training steps"),
         batch: int = typer.Option(..., "--batch", min=1, help="sequences per step"),
         seq: int = typer.Option(..., "--seq", min=1, help="tokens per sequence"),
