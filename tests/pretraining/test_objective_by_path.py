@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from ablate_cli import E2E, ablate, one_line_error
+from ablate_cli import ablate, needs_ablate, one_line_error
 from electra_ablate.objectives.bert_mlm import BertMLM
 
 from electra_ablate.conformance import RULES
@@ -117,7 +117,7 @@ def test_reports_read_a_path_named_objectives_declarations(on_path):
 
 
 @pytest.mark.slow
-@E2E[1]
+@needs_ablate
 def test_ablate_check_takes_a_module_path(on_path):
     env = {**os.environ, "PYTHONPATH": str(on_path)}
     done = ablate("check", "mypkg_p2.mymod:MyObjective", env=env, timeout=600)
