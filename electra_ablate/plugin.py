@@ -5,24 +5,52 @@ move without breaking plugins (their old import paths warn for one minor version
 ``electra_ablate.infra.moved``). What is here:
 
 - the objective contract: ``Objective``, ``ObjectiveParams``, ``StepOutput``, ``Stage``,
-  ``ModelPass``, ``KeptModel``, ``OutputPrior``, ``Batch`` and the helpers ``logit`` and
-  ``metric_kind``;
+  ``StageSplit``, ``ModelPass``, ``KeptModel``, ``OutputPrior``, ``Batch``, the kinds
+  ``HEAD_KINDS``, ``KEPT_ROLES`` and ``METRIC_NAMING``, and the helpers ``logit`` and
+  ``metric_kind``; the registry: ``available_objectives`` and ``get_objective`` (which also
+  takes ``package.module:Class``);
 - the components objectives are assembled from (``electra_ablate.pretraining.components``):
   masking, BERT's corruption, generators, the discriminator, the masked-LM head, the losses;
 - the backbone: ``BackboneConfig``, ``Encoder``, ``MLMHead``, ``init_weights``, ``Vocab``,
   ``SpecialTokens``, ``max_predictions``;
-- the task contract: ``Task``, ``TaskFamily``, ``TaskSettings``, ``FinetunedTask``, and the
-  ``LoadedKept`` encoder a task scores;
-- the contracts as checks: ``check_objective`` and ``check_task`` (what ``ablate check`` runs).
+- the task contract: ``Task``, ``TaskFamily``, ``TaskSettings``, ``FinetunedTask`` (and the
+  ``EncodedSplits`` its ``encode`` returns), ``Needs``, ``NEEDS``, ``Progress``,
+  ``RECORD_FIELDS``, and the ``LoadedKept`` encoder a task scores; the registry:
+  ``available_tasks`` and ``get_task``;
+- the contracts as checks: ``check_objective`` and ``check_task`` (what ``ablate check`` runs),
+  the rules they run (``RULES``, ``TASK_RULES``) and the ``ContractError`` a broken one raises;
+- the errors a plugin raises so that the CLI prints one ``error:`` line with the right exit
+  code: ``InputError`` and ``DataError`` (the user's to fix: exit 2), ``AblateError`` (a
+  failure while running: exit 1).
+
+The built-in objectives (``electra_ablate.objectives``, the repository's ``objectives/``)
+import only from here too.
 """
 
 from electra_ablate.backbone.config import BackboneConfig, max_predictions
 from electra_ablate.backbone.model import Encoder, MLMHead, init_weights
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.kept import LoadedKept
-from electra_ablate.conformance.checks import check_objective, check_task
-from electra_ablate.evaluation.finetuned import FinetunedTask
-from electra_ablate.evaluation.task import Task, TaskFamily, TaskSettings
+from electra_ablate.conformance import (
+    RULES,
+    TASK_RULES,
+    ContractError,
+    check_objective,
+    check_task,
+)
+from electra_ablate.evaluation.finetuned import EncodedSplits, FinetunedTask
+from electra_ablate.evaluation.task import (
+    NEEDS,
+    RECORD_FIELDS,
+    Needs,
+    Progress,
+    Task,
+    TaskFamily,
+    TaskSettings,
+    available_tasks,
+    get_task,
+)
+from electra_ablate.infra.errors import AblateError, DataError, InputError
 from electra_ablate.pretraining.components import (
     Corruption,
     Detection,
@@ -53,6 +81,9 @@ from electra_ablate.pretraining.components import (
     without_special,
 )
 from electra_ablate.pretraining.objective import (
+    HEAD_KINDS,
+    KEPT_ROLES,
+    METRIC_NAMING,
     Batch,
     KeptModel,
     ModelPass,
@@ -62,29 +93,45 @@ from electra_ablate.pretraining.objective import (
     Stage,
     StageSplit,
     StepOutput,
+    available_objectives,
+    get_objective,
     logit,
     metric_kind,
 )
 
 __all__ = [
+    "HEAD_KINDS",
+    "KEPT_ROLES",
+    "METRIC_NAMING",
+    "NEEDS",
+    "RECORD_FIELDS",
+    "RULES",
+    "TASK_RULES",
+    "AblateError",
     "BackboneConfig",
     "Batch",
+    "ContractError",
     "Corruption",
+    "DataError",
     "Detection",
     "Discriminator",
+    "EncodedSplits",
     "Encoder",
     "FinetunedTask",
     "Generator",
     "GeneratorParams",
+    "InputError",
     "KeptModel",
     "LoadedKept",
     "MLMHead",
     "MaskedLM",
     "MaskedSlots",
     "ModelPass",
+    "Needs",
     "Objective",
     "ObjectiveParams",
     "OutputPrior",
+    "Progress",
     "Replacement",
     "SpecialTokens",
     "Stage",
@@ -95,12 +142,16 @@ __all__ = [
     "TaskSettings",
     "UnigramGenerator",
     "Vocab",
+    "available_objectives",
+    "available_tasks",
     "bert_corruption",
     "binary_entropy",
     "build_generator",
     "check_objective",
     "check_task",
     "detection_metrics",
+    "get_objective",
+    "get_task",
     "init_weights",
     "logit",
     "maskable",

@@ -15,27 +15,25 @@ import torch.nn.functional as F
 from pydantic import Field, model_validator
 from torch import nn
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.model import init_weights
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
+from electra_ablate.plugin import (
+    BackboneConfig,
+    Batch,
     Discriminator,
     Generator,
     GeneratorParams,
-    build_generator,
-    maskable,
-    masked_mean,
-    non_pad,
-    without_special,
-)
-from electra_ablate.pretraining.objective import (
-    Batch,
     KeptModel,
     ModelPass,
     Objective,
     OutputPrior,
     Stage,
     StepOutput,
+    Vocab,
+    build_generator,
+    init_weights,
+    maskable,
+    masked_mean,
+    non_pad,
+    without_special,
 )
 
 

@@ -13,24 +13,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.model import Encoder, MLMHead, init_weights
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
-    GeneratorParams,
-    build_generator,
-    masked_mean,
-    non_pad,
-    target_log_softmax,
-)
-from electra_ablate.pretraining.objective import (
+from electra_ablate.plugin import (
+    BackboneConfig,
     Batch,
+    Encoder,
+    GeneratorParams,
     KeptModel,
+    MLMHead,
     ModelPass,
     Objective,
     OutputPrior,
     StepOutput,
+    Vocab,
+    build_generator,
+    init_weights,
     logit,
+    masked_mean,
+    non_pad,
+    target_log_softmax,
 )
 
 

@@ -4,24 +4,23 @@ from __future__ import annotations
 
 from pydantic import Field, model_validator
 
-from electra_ablate.backbone.config import BackboneConfig, max_predictions
-from electra_ablate.backbone.model import Encoder
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
-    MaskedLM,
-    bert_corruption,
-    masked_cross_entropy,
-    mlm_metrics,
-    select_masked,
-)
-from electra_ablate.pretraining.objective import (
+from electra_ablate.plugin import (
+    BackboneConfig,
     Batch,
+    Encoder,
     KeptModel,
+    MaskedLM,
     ModelPass,
     Objective,
     ObjectiveParams,
     OutputPrior,
     StepOutput,
+    Vocab,
+    bert_corruption,
+    masked_cross_entropy,
+    max_predictions,
+    mlm_metrics,
+    select_masked,
 )
 
 

@@ -11,23 +11,21 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
+from electra_ablate.plugin import (
+    BackboneConfig,
+    Batch,
     Corruption,
     Discriminator,
     GeneratorParams,
-    build_generator,
-    maskable,
-    non_pad,
-)
-from electra_ablate.pretraining.objective import (
-    Batch,
     KeptModel,
     ModelPass,
     Objective,
     OutputPrior,
     StepOutput,
+    Vocab,
+    build_generator,
+    maskable,
+    non_pad,
 )
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 import torch
 from electra_ablate.objectives.electra import Electra
 
-from electra_ablate.pretraining.components import Corruption
-from electra_ablate.pretraining.objective import Batch
+from electra_ablate.plugin import (
+    Batch,
+    Corruption,
+)
 
 
 class Electra15(Electra):

@@ -4,23 +4,22 @@ fine-tuning lacks. Isolates the pre-train/fine-tune mismatch that [MASK] causes.
 
 from __future__ import annotations
 
-from electra_ablate.backbone.config import BackboneConfig, max_predictions
-from electra_ablate.backbone.model import Encoder
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
-    GeneratorParams,
-    MaskedLM,
-    build_generator,
-    masked_cross_entropy,
-    mlm_metrics,
-)
-from electra_ablate.pretraining.objective import (
+from electra_ablate.plugin import (
+    BackboneConfig,
     Batch,
+    Encoder,
+    GeneratorParams,
     KeptModel,
+    MaskedLM,
     ModelPass,
     Objective,
     OutputPrior,
     StepOutput,
+    Vocab,
+    build_generator,
+    masked_cross_entropy,
+    max_predictions,
+    mlm_metrics,
 )
 
 

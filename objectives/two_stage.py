@@ -12,12 +12,12 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.model import Encoder
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import Discriminator, Generator, maskable, non_pad
-from electra_ablate.pretraining.objective import (
+from electra_ablate.plugin import (
+    BackboneConfig,
     Batch,
+    Discriminator,
+    Encoder,
+    Generator,
     KeptModel,
     ModelPass,
     Objective,
@@ -26,6 +26,9 @@ from electra_ablate.pretraining.objective import (
     Stage,
     StageSplit,
     StepOutput,
+    Vocab,
+    maskable,
+    non_pad,
 )
 
 

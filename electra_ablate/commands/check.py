@@ -1,6 +1,7 @@
-"""``ablate check NAME``: run the objective contract (``electra_ablate.conformance.checks``) on a registered
-objective, built-in or third-party; ``ablate check --task NAME``: the evaluation contract on a
-registered task. What a plugin author runs before naming either in a study."""
+"""``ablate check NAME``: run the objective contract (``electra_ablate.conformance.objective``) on
+a registered objective, built-in or third-party, or on ``package.module:Class``; ``ablate check
+--task NAME``: the task contract (``electra_ablate.conformance.task``) on a registered task. What
+a plugin author runs before naming either in a study."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def register(app: typer.Typer) -> None:
     @app.command("check", short_help="Check that an objective or a task keeps its contract.")
     def check_command(
         name: str | None = typer.Argument(
-            None, help="registered objective name (see `ablate objectives`)"
+            None,
+            help="registered objective name (see `ablate objectives`), or package.module:Class",
         ),
         task: str | None = typer.Option(
             None, "--task", help="check the registered task NAME instead (see `ablate tasks`)"
@@ -75,7 +77,12 @@ def register(app: typer.Typer) -> None:
 
         Prints `ok  RULE` per rule held; a broken rule: one `error: RULE: what` line, exit 1.
         """
-        from electra_ablate.conformance.checks import ContractError, RuleOutcome, run_contract
+        from electra_ablate.conformance import (
+            ContractError,
+            RuleOutcome,
+            run_contract,
+            run_task_contract,
+        )
         from electra_ablate.infra.errors import InputError
 
         if (name is None) == (task is None):
@@ -96,7 +103,6 @@ def register(app: typer.Typer) -> None:
             if task is not None:
                 if param:
                     raise InputError("--param is for objectives; a task's params come from a spec")
-                from electra_ablate.conformance.checks import run_task_contract
                 from electra_ablate.evaluation.task import get_task
 
                 run_task_contract(get_task(task), on_outcome=show)

@@ -1,5 +1,6 @@
 """``ablate data prepare SPEC``: build (or reuse) a study's tokenizer and packed corpus ahead of
-``ablate run``, check its tasks' data, and show what they contain."""
+``ablate run``, check its tasks' data, and show what they contain. The work is
+``electra_ablate.study.prepare``'s; the command parses options, prints, and writes a bundle."""
 
 from __future__ import annotations
 
@@ -30,27 +31,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's
         fine-tuned tasks; everything is cached, so a later run starts at once."""
-        import numpy as np
-
-        from electra_ablate.data.pretraining import prepare_pretraining
-        from electra_ablate.evaluation.finetune import supported_max_len
-        from electra_ablate.evaluation.finetuned import FinetunedTask
-        from electra_ablate.evaluation.task import family_of, get_task
-        from electra_ablate.infra.progress import status_line
-        from electra_ablate.study.spec import load_spec, parse_set_options, task_settings
+        from electra_ablate.study.prepare import prepare_study_data
+        from electra_ablate.study.spec import load_spec, parse_set_options
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
         if bundle is not None:
             from electra_ablate.data.bundle import check_bundle_target
 
             check_bundle_target(bundle)
-        progress = sys.stderr.isatty()
-        max_seq_len = study.backbone_config().max_seq_len
-        # on a terminal prepare_pretraining shows its own steps; on a pipe, plain lines say them
-        with status_line("preparing the pre-training data", "off" if progress else "plain"):
-            data = prepare_pretraining(
-                study.data, max_seq_len, spec_dir=study.spec_dir, progress=progress
-            )
+        prepared = prepare_study_data(study, progress=sys.stderr.isatty())
+        data, max_seq_len = prepared.data, prepared.max_seq_len
         summary = data.summary
         corpus = [
             (key, f"{summary[key]['train']:,}", f"{summary[key]['heldout']:,}")
@@ -62,28 +52,17 @@ def register(app: typer.Typer) -> None:
             ("vocab size", f"{data.vocab_size:,}", ""),
             ("tokenizer", str(data.tokenizer_dir), ""),
         ]
-
-        tasks = []
-        backbone = study.backbone_config(vocab_size=data.vocab_size)
-        for block in study.evaluation_blocks():
-            for name in block.tasks:
-                task, settings = get_task(name), task_settings(study, block, name)
-                family_of(task).check(task, settings)
-                if not isinstance(task, FinetunedTask):
-                    tasks.append((name, task.family, "", "", "", task.headline))
-                    continue
-                max_len = supported_max_len(settings.recipe, backbone)
-                encoded = task.encode(settings, data.tokenizer_dir, max_len)
-                tasks.append(
-                    (
-                        name,
-                        task.family,
-                        f"{len(encoded.train['label']):,}",
-                        f"{len(encoded.validation['label']):,}",
-                        f"{np.mean(encoded.train['length']):.1f}",
-                        task.headline,
-                    )
-                )
+        tasks = [
+            (
+                t.name,
+                t.family,
+                f"{t.train_rows:,}" if t.train_rows is not None else "",
+                f"{t.validation_rows:,}" if t.validation_rows is not None else "",
+                f"{t.mean_tokens:.1f}" if t.mean_tokens is not None else "",
+                t.metric,
+            )
+            for t in prepared.tasks
+        ]
         corpus_headers = ("pre-training data", "train", "held-out")
         print_table(corpus_headers, corpus, title=f"seq {max_seq_len}")
         headers = ("task", "family", "train rows", "validation rows", "mean tokens", "metric")

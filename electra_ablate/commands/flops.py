@@ -1,5 +1,6 @@
 """``ablate flops``: the pre-training and inference FLOPs of an objective on a preset, to size a
-budget or to check a figure against the paper before anything is trained."""
+budget or to check a figure against the paper before anything is trained. The numbers come from
+``electra_ablate.pretraining.flops_report``; the command parses options and prints them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from typing import Any
 import typer
 
 from electra_ablate.backbone.config import PRESETS
-from electra_ablate.infra.errors import InputError, did_you_mean
 
 
 class Convention(str, Enum):
@@ -22,7 +22,9 @@ def register(app: typer.Typer) -> None:
     @app.command("flops", short_help="Print the training and inference FLOPs of one setup.")
     def flops_command(
         model: str = typer.Option(..., "--model", help=f"backbone preset: {', '.join(PRESETS)}"),
-        objective: str = typer.Option(..., "--objective", help="registered objective name"),
+        objective: str = typer.Option(
+            ..., "--objective", help="registered objective name, or package.module:Class"
+        ),
         steps: int = typer.Option(..., "--steps", min=1, help="training steps"),
         batch: int = typer.Option(..., "--batch", min=1, help="sequences per step"),
         seq: int = typer.Option(..., "--seq", min=1, help="tokens per sequence"),
@@ -39,6 +41,8 @@ def register(app: typer.Typer) -> None:
         FLOPs, as the objective declares). Inference FLOPs are the kept encoder's forward pass
         without a head (the paper's figure).
         """
+        from electra_ablate.pretraining.flops_report import flops_report
+
         report = flops_report(
             model, objective, steps, batch, seq, generator_size, vocab, convention.value
         )
@@ -48,77 +52,6 @@ def register(app: typer.Typer) -> None:
             from rich.console import Console
 
             Console().print(_table(report))
-
-
-def flops_report(
-    model: str,
-    objective_name: str,
-    steps: int,
-    batch: int,
-    seq: int,
-    generator_size: float | None,
-    vocab: int,
-    convention: str,
-) -> dict[str, Any]:
-    """Everything ``ablate flops`` prints, as a JSON-ready dict."""
-    from electra_ablate.pretraining.engine.plan import plan_run
-    from electra_ablate.pretraining.flops import inference_flops, stage_step_flops, training_flops
-
-    objective = _build(model, objective_name, generator_size, vocab, seq)
-    budget = training_flops(objective, seq, batch, steps, convention)
-    plan = plan_run(objective, budget, convention, batch, seq, [1.0])
-    priced = stage_step_flops(objective, seq, batch, convention)
-    stages = [
-        {"name": stage.name, "fraction": stage.fraction, "steps": n, "per_step_flops": flops}
-        for (stage, flops), n in zip(priced, plan.stage_steps, strict=True)
-    ]
-    train = sum(s["steps"] * s["per_step_flops"] for s in stages)
-    objective.stage_index = len(priced) - 1  # the encoder kept at the end of training
-    kept = objective.kept_model().encoder.cfg
-    return {
-        "model": model,
-        "objective": objective_name,
-        "params": objective.params.model_dump(),
-        "convention": convention,
-        "steps": plan.total_steps,
-        "split_by": objective.stage_split(),
-        "batch": batch,
-        "seq": seq,
-        "train_flops": train,
-        "per_step_flops": train / plan.total_steps,
-        "infer_flops": inference_flops(kept, seq, convention),
-        "stages": stages,
-    }
-
-
-def _build(model: str, name: str, generator_size: float | None, vocab: int, seq: int):
-    """The objective on the meta device: shapes without memory, so ``large`` costs nothing."""
-    import torch
-    from pydantic import ValidationError
-
-    from electra_ablate.backbone.tokens import Vocab
-    from electra_ablate.pretraining.objective import build_objective, get_objective
-
-    if model not in PRESETS:
-        raise InputError(
-            f"unknown model preset {model!r}{did_you_mean(model, PRESETS)}; "
-            f"choose one of {', '.join(PRESETS)}"
-        )
-    base = PRESETS[model]
-    backbone = base.with_overrides(vocab_size=vocab, max_seq_len=max(base.max_seq_len, seq))
-    params: dict[str, Any] = {}
-    if generator_size is not None:
-        if "generator_size" not in get_objective(name).Params.model_fields:
-            raise InputError(f"objective {name!r} has no generator_size parameter")
-        params["generator_size"] = generator_size
-    tokens = Vocab.uniform(backbone.vocab_size)  # token statistics do not change FLOPs
-    try:
-        with torch.device("meta"):
-            return build_objective(name, backbone, params, tokens)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or name
-        raise InputError(f"objective {name!r}: {field}: {first['msg']}") from None
 
 
 def _table(report: dict[str, Any]):

@@ -157,15 +157,10 @@ def register(app: typer.Typer) -> None:
 
 
 def print_plan(spec, spec_path, out_dir, device, overrides, workers, progress=None) -> None:
-    from electra_ablate.infra.progress import format_duration, progress_mode, status_line
-    from electra_ablate.study import Study, estimate_study
+    from electra_ablate.infra.progress import format_duration
+    from electra_ablate.study.estimate import estimate_plan
 
-    study = Study(spec, spec_path, out_dir, device, overrides)
-    mode = progress_mode(progress)
-    with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
-        units = study.prepare(progress=mode == "live")
-        say("timing the plan on this machine")
-        estimate = estimate_study(study, units, workers, say)
+    estimate = estimate_plan(spec, spec_path, out_dir, device, overrides, workers, progress)
     # a label is its objective's name unless the spec gives one: then the column says nothing
     named = any(r["label"] != r["objective"] for r in estimate.rows if r["objective"] != "none")
     rows = [

@@ -5,7 +5,7 @@ data, how that data is fingerprinted, and an aggregate (GLUE's score). Families 
 through the ``electra_ablate.tasks`` entry-point group, the same door a third-party package uses,
 so a new family is one module plus an entry point: the study, the results tables, the report and
 the CLI only ever talk to this interface. ``ablate check --task NAME``
-(``electra_ablate.conformance.checks.check_task``) verifies it.
+(``electra_ablate.conformance.task.check_task``) verifies it.
 
 The contract, in full. A ``TaskFamily`` has:
 

@@ -54,7 +54,7 @@ MOVED: dict[str, str] = {
     "stats": "analysis.stats",
     "paper": "analysis.paper",
     "table_schemas": "analysis.table_schemas",
-    "testing": "conformance.checks",
+    "testing": "conformance",
     "spec": "study.spec",
     "merge": "study.merge",
     "packs": "study.packs",
@@ -79,13 +79,25 @@ def new_path(old: str) -> str | None:
 
 class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """Resolves an old path to the module at its new path (the same module object, so that
-    ``isinstance`` and monkeypatching see one module), warning once per old path."""
+    ``isinstance`` and monkeypatching see one module), warning once per old path.
+
+    It sits before the regular finders, because a submodule of a moved package
+    (``electra_ablate.components.masking``) would otherwise be found by the path finder through
+    its parent's new folder and executed a second time as another module. A name that still
+    has a file of its own at its old place (``electra_ablate.evaluation.glue``, now a package)
+    is left to the regular finders, so nothing that exists is shadowed.
+    """
+
+    def __init__(self) -> None:
+        self._specs: dict[str, importlib.machinery.ModuleSpec | None] = {}
 
     def find_spec(
         self, fullname: str, path: object = None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         new = new_path(fullname)
-        if new is None or importlib.util.find_spec(new) is None:
+        if new is None or _exists_at_old_path(fullname, path):
+            return None
+        if importlib.util.find_spec(new) is None:
             return None
         return importlib.util.spec_from_loader(fullname, self)
 
@@ -97,13 +109,28 @@ class MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
             DeprecationWarning,
             stacklevel=2,
         )
-        return importlib.import_module(new)
+        module = importlib.import_module(new)
+        self._specs[spec.name] = module.__spec__  # the import machinery overwrites it next
+        return module
 
     def exec_module(self, module: ModuleType) -> None:
-        """The module was executed at its new path already."""
+        """The module was executed at its new path already; it keeps its own spec."""
+        old = module.__spec__.name if module.__spec__ is not None else None
+        if old in self._specs:
+            module.__spec__ = self._specs.pop(old)
+
+
+def _exists_at_old_path(fullname: str, path: object) -> bool:
+    """Whether ``fullname`` is a real module where its old path points: its parent is the
+    package of that name (not a moved one standing in for it) and holds a file of that name."""
+    parent = fullname.rpartition(".")[0]
+    module = sys.modules.get(parent)
+    if module is None or module.__name__ != parent:
+        return False
+    return importlib.machinery.PathFinder.find_spec(fullname, path) is not None  # type: ignore[arg-type]
 
 
 def install() -> None:
-    """Put the finder after the regular ones: a module that exists is never shadowed."""
+    """Put the finder first (see ``MovedModules`` for why that shadows nothing)."""
     if not any(isinstance(finder, MovedModules) for finder in sys.meta_path):
-        sys.meta_path.append(MovedModules())
+        sys.meta_path.insert(0, MovedModules())

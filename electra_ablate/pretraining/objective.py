@@ -4,7 +4,8 @@ An objective is an ``nn.Module`` that owns every model it trains (generator, dis
 heads) and turns a batch of packed token ids into a loss plus metrics. The engine only ever
 talks to this interface: it never knows which objective it runs. Objectives are discovered
 through the ``electra_ablate.objectives`` entry-point group, the same door a third-party
-package uses. ``ablate check NAME`` (``electra_ablate.conformance.checks``) verifies the contract.
+package uses. ``ablate check NAME`` (``electra_ablate.conformance.objective``) verifies the
+contract.
 
 The contract, in full:
 
@@ -28,6 +29,7 @@ The contract, in full:
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
@@ -42,7 +44,7 @@ from torch import nn
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
-from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 from electra_ablate.pretraining.config import PriorKind
 
 ENTRY_POINT_GROUP = "electra_ablate.objectives"
@@ -137,8 +139,9 @@ def declared_metric_kinds(objectives: Iterable[str]) -> dict[str, str]:
         return {}
     declared: dict[str, str] = {}
     for name in objectives:
-        if name in registered:
-            declared |= dict(registered[name].metric_kinds)
+        found = _installed(name, registered)
+        if found is not None:
+            declared |= dict(found.metric_kinds)
     return declared
 
 
@@ -147,9 +150,12 @@ def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
     paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another; empty
     when the objective is not installed here."""
     try:
-        params_model = available_objectives()[name].Params
-    except (AblateError, KeyError):
+        found = _installed(name, available_objectives())
+    except AblateError:
         return []
+    if found is None:
+        return []
+    params_model = found.Params
     out = []
     for field_name, info in params_model.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
@@ -318,6 +324,17 @@ def init_output_biases(objective: Objective, kinds: Collection[str]) -> list[str
     return sorted(set(done))
 
 
+def _installed(name: str, registered: Mapping[str, type[Objective]]) -> type[Objective] | None:
+    """Objective ``name`` where it is installed here (registered, or importable as
+    ``package.module:Class``), else None: reports read folders made on other machines."""
+    if not is_import_path(name):
+        return registered.get(name)
+    try:
+        return import_objective(name)
+    except AblateError:
+        return None
+
+
 def available_objectives() -> dict[str, type[Objective]]:
     """Every objective registered in the entry-point group, built-in or third-party."""
     found: dict[str, type[Objective]] = {}
@@ -335,15 +352,65 @@ def available_objectives() -> dict[str, type[Objective]]:
 
 
 def get_objective(name: str) -> type[Objective]:
+    """A registered objective by its entry-point name, or ``package.module:Class`` imported
+    directly (``import_objective``): a new objective is usable before any (re-)install."""
+    if is_import_path(name):
+        return import_objective(name)
     objectives = available_objectives()
     if name not in objectives:
-        from electra_ablate.infra.errors import did_you_mean
-
         raise InputError(
             f"unknown objective {name!r}{did_you_mean(name, objectives)}; "
             f"registered: {', '.join(objectives)}"
         )
     return objectives[name]
+
+
+def is_import_path(name: str) -> bool:
+    """Whether an objective name is ``package.module:Class`` rather than a registered name
+    (entry-point names cannot hold a colon)."""
+    return ":" in name
+
+
+def import_objective(path: str) -> type[Objective]:
+    """The ``Objective`` subclass at ``package.module:Class``, under the registry's rule (an
+    ``Objective`` subclass, as an entry point must be). Spec and ids record ``path`` as given,
+    so the module must be importable wherever the study runs (installed, or on ``PYTHONPATH``).
+
+    A module or class that is not there is the user's to fix (``InputError``, exit 2); a module
+    that fails while importing is a fault of the plugin (``AblateError``, exit 1), as a broken
+    entry point is.
+    """
+    module_name, _, qualname = path.partition(":")
+    if not module_name or not qualname or ":" in qualname:
+        raise InputError(f"objective {path!r}: give a registered name or package.module:Class")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or module_name
+        if module_name == missing or module_name.startswith(missing + "."):
+            raise InputError(
+                f"objective {path!r}: no module named {missing!r} (install the package, or put "
+                "its folder on PYTHONPATH)"
+            ) from None
+        raise AblateError(f"objective {path!r}: importing {module_name} failed: {exc}") from exc
+    except Exception as exc:  # a broken plugin must not take the CLI down with a traceback
+        raise AblateError(f"objective {path!r}: importing {module_name} failed: {exc}") from exc
+    found: Any = module
+    for part in qualname.split("."):
+        if not hasattr(found, part):
+            classes = [
+                n
+                for n, v in vars(module).items()
+                if isinstance(v, type) and issubclass(v, Objective)
+            ]
+            raise InputError(
+                f"objective {path!r}: module {module_name} has no {qualname!r}"
+                f"{did_you_mean(qualname, classes)}"
+            )
+        found = getattr(found, part)
+    if not (isinstance(found, type) and issubclass(found, Objective)):
+        raise InputError(f"objective {path!r} is not an Objective subclass")
+    return found
 
 
 def build_objective(

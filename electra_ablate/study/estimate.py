@@ -37,6 +37,7 @@ from electra_ablate.evaluation.finetuned import TIMED_EXAMPLES
 from electra_ablate.evaluation.run import EvaluationJob, fresh_kept
 from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.progress import progress_mode, status_line
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study
@@ -82,6 +83,25 @@ def machine_load() -> str:
     except OSError:  # no load average on this platform
         return f"{cores} cores, load unknown"
     return f"load {load:.1f} on {cores} cores"
+
+
+def estimate_plan(
+    spec: Any,
+    spec_path: Path,
+    out_dir: Path,
+    device: str | None,
+    overrides: dict[str, Any],
+    workers: int,
+    progress: bool | None = None,
+) -> StudyEstimate:
+    """What ``ablate run --dry-run`` shows: the study prepared (its data and units) and its plan
+    timed on this machine (``estimate_study``), each step said on stderr as it starts."""
+    study = Study(spec, spec_path, out_dir, device, overrides)
+    mode = progress_mode(progress)
+    with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
+        units = study.prepare(progress=mode == "live")
+        say("timing the plan on this machine")
+        return estimate_study(study, units, workers, say)
 
 
 def estimate_study(

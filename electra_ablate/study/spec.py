@@ -34,7 +34,7 @@ from pydantic import (
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.data.config import DataSpec
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-from electra_ablate.infra.errors import AblateError, SpecError, did_you_mean
+from electra_ablate.infra.errors import AblateError, InputError, SpecError, did_you_mean
 from electra_ablate.pretraining.config import PretrainSpec
 
 # A study name, objective label or variant label becomes part of a path, so it must be one path
@@ -562,7 +562,11 @@ def objective_errors(entries: list[Any]) -> list[str]:
     (with a "did you mean"), params the objective rejects. Reads the raw entries, so it runs
     even when the rest of the spec has errors; entries pydantic rejects outright are left to it.
     """
-    from electra_ablate.pretraining.objective import available_objectives
+    from electra_ablate.pretraining.objective import (
+        available_objectives,
+        import_objective,
+        is_import_path,
+    )
 
     try:
         registered = available_objectives()
@@ -573,13 +577,23 @@ def objective_errors(entries: list[Any]) -> list[str]:
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
             continue
         name, params = entry["name"], entry.get("params") or {}
-        if name not in registered:
+        if is_import_path(name):  # package.module:Class, imported under the registry's rules
+            try:
+                objective_class = import_objective(name)
+            except InputError as exc:
+                errors.append(f"objectives[{i}].name: {exc}")
+                continue
+            except AblateError as exc:
+                raise SpecError(str(exc)) from None
+        elif name not in registered:
             hint = did_you_mean(name, registered) or f" (registered: {', '.join(registered)})"
             errors.append(f"objectives[{i}].name: unknown objective {name!r}{hint}")
             continue
+        else:
+            objective_class = registered[name]
         if not isinstance(params, dict):
             continue  # pydantic names it: objectives[i].params must be a mapping
-        params_model = registered[name].Params
+        params_model = objective_class.Params
         try:
             params_model.model_validate(params)
         except ValidationError as exc:

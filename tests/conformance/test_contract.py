@@ -1,5 +1,6 @@
-"""The objective contract kit (``electra_ablate.conformance.checks``, ``ablate check``): every built-in
-objective keeps the contract, and objectives that break one rule are rejected naming it."""
+"""The objective contract kit (``electra_ablate.conformance.objective``, ``ablate check``):
+every built-in objective keeps the contract, and objectives that break one rule are rejected
+naming it."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from objective_names import BUILT_IN
 
 from electra_ablate.backbone.model import Encoder
 from electra_ablate.cli import run_cli
-from electra_ablate.conformance.checks import (
+from electra_ablate.conformance import (
     CHECKPOINT_ROUNDTRIP,
     EXPORT_HF,
     FLOPS_PLAN,

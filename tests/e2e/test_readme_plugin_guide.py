@@ -6,7 +6,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from electra_ablate.conformance import checks as testing
+from electra_ablate.conformance import (
+    check_objective,
+    check_task_declares,
+    check_task_evaluate,
+    contract_settings,
+)
+from electra_ablate.conformance.task import _contract_kept
 from electra_ablate.evaluation.task import Task, TaskFamily
 from electra_ablate.pretraining.objective import Objective
 
@@ -35,7 +41,7 @@ def test_the_readmes_objective_keeps_the_contract():
     blocks = [b for b in python_blocks("Add your own objective") if "class " in b]
     assert len(blocks) == 1
     (objective,) = defined(blocks[0], Objective)
-    rules = testing.check_objective(objective)
+    rules = check_objective(objective)
     assert "finetune" in " ".join(rules) and objective.output_priors is not Objective.output_priors
 
 
@@ -47,8 +53,8 @@ def test_the_readmes_task_declares_itself_and_evaluates_a_kept_encoder(tmp_path)
     family = next(v for v in namespace.values() if isinstance(v, TaskFamily))
     (task,) = family.tasks()
     assert isinstance(task, Task)
-    settings = testing.contract_settings(task)
-    testing.check_task_declares(task, settings)
-    kept = testing._contract_kept(tmp_path, "discriminator")
-    metrics = testing.check_task_evaluate(task, settings, kept)
+    settings = contract_settings(task)
+    check_task_declares(task, settings)
+    kept = _contract_kept(tmp_path, "discriminator")
+    metrics = check_task_evaluate(task, settings, kept)
     assert set(task.metrics) <= set(metrics)

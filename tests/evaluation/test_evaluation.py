@@ -17,7 +17,8 @@ import textwrap
 import pytest
 
 from electra_ablate.cli import run_cli
-from electra_ablate.conformance.checks import TASK_RULES, ContractError, _contract_kept, check_task
+from electra_ablate.conformance import TASK_RULES, ContractError, check_task
+from electra_ablate.conformance.task import _contract_kept
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS
 from electra_ablate.evaluation.run import job_identity, plan_job, run_job
 from electra_ablate.evaluation.task import TaskSettings, available_tasks, get_task

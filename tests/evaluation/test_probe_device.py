@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from electra_ablate.conformance.checks import _contract_kept, contract_settings
+from electra_ablate.conformance import contract_settings
+from electra_ablate.conformance.task import _contract_kept
 from electra_ablate.evaluation.probes import frozen_features, glue_probe, rtd_probe
 from electra_ablate.evaluation.task import get_task
 

@@ -16,12 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from electra_ablate.conformance.checks import (
-    TASK_RULES,
-    _contract_kept,
-    check_task,
-    contract_settings,
-)
+from electra_ablate.conformance import TASK_RULES, check_task, contract_settings
+from electra_ablate.conformance.task import _contract_kept
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS
 from electra_ablate.evaluation.probes import rtd_probe

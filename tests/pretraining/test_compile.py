@@ -14,7 +14,7 @@ import torch
 from engine_helpers import CFG, UNIFORM, make_trainer
 from objective_names import BUILT_IN
 
-from electra_ablate.conformance.checks import contract_batch
+from electra_ablate.conformance import contract_batch
 from electra_ablate.pretraining.engine.compiling import use_compile
 from electra_ablate.pretraining.objective import build_objective
 

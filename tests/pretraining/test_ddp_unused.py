@@ -13,7 +13,7 @@ import torch.distributed as dist
 from engine_helpers import CFG, UNIFORM, DeterministicMLM, SyntheticBatches
 from objective_names import BUILT_IN
 
-from electra_ablate.conformance.checks import ContractError, check_stage_parameters, contract_case
+from electra_ablate.conformance import ContractError, check_stage_parameters, contract_case
 from electra_ablate.pretraining.engine import Distributed
 from electra_ablate.pretraining.objective import build_objective
 

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from engine_helpers import CFG, UNIFORM
 
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
-from electra_ablate.conformance.checks import contract_batch, contract_vocab
+from electra_ablate.conformance import contract_batch, contract_vocab
 from electra_ablate.pretraining.components import sampling_log_probs, target_log_softmax
 from electra_ablate.pretraining.components.losses import distribution_stats
 from electra_ablate.pretraining.objective import build_objective

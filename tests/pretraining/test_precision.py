@@ -16,7 +16,7 @@ from objective_names import BUILT_IN
 from electra_ablate.backbone.config import PRESETS
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
-from electra_ablate.conformance.checks import contract_batch
+from electra_ablate.conformance import contract_batch
 from electra_ablate.evaluation.finetune import FinetuneRecipe, finetune_task
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.pretraining.components import generator as generator_module

@@ -9,23 +9,21 @@ from __future__ import annotations
 import torch
 from pydantic import Field
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.pretraining.components import (
-    Discriminator,
-    maskable,
-    non_pad,
-    replace_at,
-    select_masked,
-)
-from electra_ablate.pretraining.objective import (
+from electra_ablate.plugin import (
+    BackboneConfig,
     Batch,
+    Discriminator,
     KeptModel,
     ModelPass,
     Objective,
     ObjectiveParams,
     OutputPrior,
     StepOutput,
+    Vocab,
+    maskable,
+    non_pad,
+    replace_at,
+    select_masked,
 )
 
 

@@ -24,8 +24,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from electra_ablate.checkpoints.kept import LoadedKept
-from electra_ablate.evaluation.task import Task, TaskFamily, TaskSettings
+from electra_ablate.plugin import (
+    LoadedKept,
+    Task,
+    TaskFamily,
+    TaskSettings,
+)
 
 DATA_SEED = 1234  # the sequences are the same for every encoder, study and machine
 

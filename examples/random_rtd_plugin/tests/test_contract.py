@@ -8,8 +8,14 @@ import pytest
 
 pytest.importorskip("random_rtd_plugin", reason="the random_rtd plugin is not installed")
 
-from electra_ablate.conformance.checks import RULES, check_objective  # noqa: E402
-from electra_ablate.pretraining.objective import available_objectives  # noqa: E402
+from electra_ablate.plugin import (  # noqa: E402
+    RULES,
+    TASK_RULES,
+    available_objectives,
+    available_tasks,
+    check_objective,
+    check_task,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,9 +34,6 @@ def test_random_rtd_keeps_the_contract_with_a_stronger_detection_loss() -> None:
 
 
 def test_repeat_probe_keeps_the_evaluation_contract() -> None:
-    from electra_ablate.conformance.checks import TASK_RULES, check_task
-    from electra_ablate.evaluation.task import available_tasks
-
     if "repeat_probe" not in available_tasks():
         pytest.skip("repeat_probe is not registered (install the plugin: pip install -e .)")
     assert check_task("repeat_probe") == list(TASK_RULES)

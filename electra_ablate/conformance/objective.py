@@ -6,7 +6,7 @@ objective more compute than its rivals, or resumes from a state that is not the 
 each promise is a small check here that fails loudly instead, usable from a plugin's pytest
 suite and from ``ablate check NAME``:
 
-    from electra_ablate.conformance.checks import check_objective
+    from electra_ablate.plugin import check_objective
 
     def test_my_objective_keeps_the_contract():
         check_objective("my_objective")  # or the class itself
@@ -22,30 +22,45 @@ Everything runs on the ``micro`` backbone (small vocabulary, short sequences, dr
 synthetic, seeded batches, so a whole check takes seconds on a CPU. ``check_objective`` leaves
 the caller's RNG state as it was; the individual checks, called on their own, reseed torch's
 global RNG.
+
+Shared with the task contract (``conformance.task``): ``ContractError``, ``RuleOutcome`` and
+the micro backbone, from ``conformance.common``.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import tempfile
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any
 
+import numpy as np
 import torch
 from pydantic import ValidationError
 from safetensors.torch import load_model, save_model
 from torch import nn
 
-from electra_ablate.backbone.config import BackboneConfig, preset
+from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder
-from electra_ablate.backbone.tokens import SPECIAL_TOKENS, SpecialTokens, Vocab
-from electra_ablate.infra.errors import AblateError
-from electra_ablate.infra.threads import torch_threads
+from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+from electra_ablate.checkpoints.export import ARCHITECTURES, EXPORTED_FILES, export_hf
+from electra_ablate.checkpoints.kept import load_kept, save_kept
+from electra_ablate.conformance.common import (
+    CONTRACT_SEQ_LEN,
+    ContractError,
+    RuleOutcome,
+    contract_backbone,
+    enforces,
+    first_error,
+    one_thread,
+    write_contract_tokenizer,
+)
+from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.pretraining.flops import measure_step_flops, step_flops
 from electra_ablate.pretraining.objective import (
     HEAD_KINDS,
     KEPT_ROLES,
@@ -81,36 +96,12 @@ RULES: tuple[str, ...] = (
 )
 """Every rule, in the order ``check_objective`` runs them (cheap and fundamental first)."""
 
-CONTRACT_VOCAB_SIZE = 100
-CONTRACT_SEQ_LEN = 32
 CONTRACT_BATCH_SIZE = 4
 FLOPS_TOLERANCE = 0.05
 """The built-in objectives' plans agree with torch's count to about 0.01%; 5% leaves room for a
 plugin's small unpriced extras (a baseline head) while catching a missing or doubled pass."""
 LEARNING_RATE = 1e-3
 NAMES_SHOWN = 1  # a failure names this many parameters, then counts the rest
-
-
-class ContractError(AblateError):
-    """A broken rule of the objective contract: the objective is at fault, not the user's input,
-    so it exits 1 like any failure while running."""
-
-    def __init__(self, rule: str, detail: str) -> None:
-        self.rule = rule
-        self.detail = " ".join(str(detail).split())
-        super().__init__(f"{rule}: {self.detail}")
-
-
-@dataclass(frozen=True)
-class RuleOutcome:
-    """A rule that held, or was skipped (``skipped`` says why)."""
-
-    rule: str
-    skipped: str | None = None
-
-    @property
-    def label(self) -> str:
-        return self.rule if self.skipped is None else f"{self.rule} (skipped: {self.skipped})"
 
 
 @dataclass(frozen=True)
@@ -151,44 +142,7 @@ class ContractCase:
         return objective(self.batch)
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-def _enforces(rule: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Turn anything the objective's own code raises inside a check into that rule's
-    ``ContractError``: a crash in ``forward`` is as much a broken rule as a wrong value, and the
-    CLI must report it in one line (the original exception stays chained for ``--debug``)."""
-
-    def decorate(check: Callable[P, R]) -> Callable[P, R]:
-        @functools.wraps(check)
-        def run(*args: P.args, **kwargs: P.kwargs) -> R:
-            try:
-                return check(*args, **kwargs)
-            except ContractError:
-                raise
-            except Exception as exc:
-                raise ContractError(rule, f"{type(exc).__name__}: {exc}") from exc
-
-        return run
-
-    return decorate
-
-
 # ---------------------------------------------------------------------------- the fixtures
-def contract_backbone(**overrides: Any) -> BackboneConfig:
-    """``micro`` with a small vocabulary, short sequences and dropout 0: with dropout, the
-    checkpoint comparison would hang on the RNG and attention would take SDPA's math path in
-    train mode but a fused kernel in eval mode, so what the FLOPs rule measures would shift."""
-    settings: dict[str, Any] = {
-        "vocab_size": CONTRACT_VOCAB_SIZE,
-        "max_seq_len": CONTRACT_SEQ_LEN,
-        "dropout": 0.0,
-        "attention_dropout": 0.0,
-    }
-    return preset("micro").with_overrides(**{**settings, **overrides})
-
-
 def contract_vocab(size: int, seed: int = 0) -> Vocab:
     """Uneven token frequencies, so that objectives using the unigram distribution do not
     pass only because every token is equally likely."""
@@ -221,7 +175,8 @@ def contract_batch(
 
 
 def resolve_objective(name_or_class: str | type[Objective]) -> type[Objective]:
-    """An entry-point name (an unknown one is an ``InputError`` with a did-you-mean) or a class."""
+    """An entry-point name or ``package.module:Class`` (``pretraining.objective.get_objective``:
+    an unknown one is an ``InputError`` with a did-you-mean), or the class itself."""
     if isinstance(name_or_class, str):
         return get_objective(name_or_class)
     if not (isinstance(name_or_class, type) and issubclass(name_or_class, Objective)):
@@ -252,7 +207,7 @@ def contract_case(
 
 
 # ------------------------------------------------------------------------------- the rules
-@_enforces(PARAMS_VALIDATE)
+@enforces(PARAMS_VALIDATE)
 def check_params_validate(
     objective_class: type[Objective], params: dict[str, Any] | None = None
 ) -> ObjectiveParams:
@@ -280,17 +235,17 @@ def check_params_validate(
         params_model()
     except ValidationError as exc:
         raise ContractError(
-            PARAMS_VALIDATE, f"{label}.Params() does not validate: {_first_error(exc)}"
+            PARAMS_VALIDATE, f"{label}.Params() does not validate: {first_error(exc)}"
         ) from None
     try:
         return params_model.model_validate(params or {})
     except ValidationError as exc:
         raise ContractError(
-            PARAMS_VALIDATE, f"params {params} do not validate: {_first_error(exc)}"
+            PARAMS_VALIDATE, f"params {params} do not validate: {first_error(exc)}"
         ) from None
 
 
-@_enforces(STEP_OUTPUT)
+@enforces(STEP_OUTPUT)
 def check_step_output(case: ContractCase) -> None:
     """In every stage ``forward`` returns a ``StepOutput`` with a finite scalar loss that requires
     grad, and scalar metrics that do not, each of a kind (``objective.metric_kind``).
@@ -333,7 +288,7 @@ def check_step_output(case: ContractCase) -> None:
                 )
 
 
-@_enforces(KEPT_ENCODER_GRADIENT)
+@enforces(KEPT_ENCODER_GRADIENT)
 def check_kept_encoder_gradient(case: ContractCase) -> None:
     """In every stage the loss reaches every trainable parameter of ``kept_model().encoder``
     (a gradient that is missing or all zero counts as not reaching it).
@@ -363,7 +318,7 @@ def check_kept_encoder_gradient(case: ContractCase) -> None:
             )
 
 
-@_enforces(KEPT_MODEL)
+@enforces(KEPT_MODEL)
 def check_kept_model(case: ContractCase) -> None:
     """In every stage ``kept_model()`` is a ``KeptModel`` whose encoder (an ``Encoder``) and head
     are modules of the objective, whose role is one of ``KEPT_ROLES``, and whose encoder is one
@@ -404,7 +359,7 @@ def check_kept_model(case: ContractCase) -> None:
             )
 
 
-@_enforces(FLOPS_PLAN)
+@enforces(FLOPS_PLAN)
 def check_flops_plan(case: ContractCase, tolerance: float = FLOPS_TOLERANCE) -> None:
     """In every stage ``flops_plan(seq_len)`` is a non-empty list of ``ModelPass`` with known
     heads, and its ``standard``-convention price of a step agrees with what torch counts.
@@ -413,8 +368,6 @@ def check_flops_plan(case: ContractCase, tolerance: float = FLOPS_TOLERANCE) -> 
     a pass gives the objective free compute over its rivals, which is exactly the unfairness
     an equal-FLOPs comparison exists to rule out.
     """
-    from electra_ablate.pretraining.flops import measure_step_flops, step_flops
-
     objective = case.build()
     seq_len, batch_size = case.seq_len, case.batch_size
     for index, stage in enumerate(objective.stages()):
@@ -449,7 +402,7 @@ def check_flops_plan(case: ContractCase, tolerance: float = FLOPS_TOLERANCE) -> 
             )
 
 
-@_enforces(STAGE_PARAMETERS)
+@enforces(STAGE_PARAMETERS)
 def check_stage_parameters(case: ContractCase) -> None:
     """After each ``enter_stage`` the parameters with ``requires_grad`` are exactly
     ``trainable_parameters()`` (each once, each the objective's own), a step gives each of them
@@ -516,7 +469,7 @@ def check_stage_parameters(case: ContractCase) -> None:
             )
 
 
-@_enforces(CHECKPOINT_ROUNDTRIP)
+@enforces(CHECKPOINT_ROUNDTRIP)
 def check_checkpoint_roundtrip(case: ContractCase, workdir: Path) -> None:
     """State saved with ``safetensors.torch.save_model`` after training through every stage,
     loaded into a freshly built objective that entered the last stage, gives bit for bit the
@@ -569,12 +522,13 @@ class _ContractTask:
     is_regression: bool = False
 
     def score(self, predictions: Any, labels: Any) -> dict[str, float]:
-        from electra_ablate.evaluation.metrics import accuracy
+        """Plain accuracy (x100), not ``evaluation.metrics``' (which brings scikit-learn and
+        scipy into every process that loads an objective, through ``electra_ablate.plugin``)."""
+        matches = np.asarray(predictions) == np.asarray(labels)
+        return {"accuracy": 100.0 * float(matches.mean())}
 
-        return {"accuracy": accuracy(predictions, labels)}
 
-
-@_enforces(FINETUNE)
+@enforces(FINETUNE)
 def check_finetune(case: ContractCase, workdir: Path) -> None:
     """The kept model (of the last stage) saved with ``save_kept`` and read back with
     ``load_kept`` computes what it computed before, and ``finetune_task`` trains it for an epoch
@@ -583,12 +537,6 @@ def check_finetune(case: ContractCase, workdir: Path) -> None:
     Fine-tuning is how every objective is scored; an encoder that does not survive the kept
     format, or that fine-tuning cannot take, leaves an objective with no result at all.
     """
-    from electra_ablate.checkpoints.kept import load_kept
-    from electra_ablate.evaluation.finetune import (  # brings scikit-learn
-        FinetuneRecipe,
-        finetune_task,
-    )
-
     kept, kept_dir = _save_kept_model(case, Path(workdir))
     loaded = load_kept(kept_dir)
     _assert_same_kept(case, kept, loaded.model)
@@ -606,7 +554,7 @@ def check_finetune(case: ContractCase, workdir: Path) -> None:
         raise ContractError(FINETUNE, f"fine-tuning gave no finite accuracy: {metrics}")
 
 
-@_enforces(EXPORT_HF)
+@enforces(EXPORT_HF)
 def check_export_hf(case: ContractCase, workdir: Path) -> str | None:
     """``export_hf`` writes a Hugging Face ELECTRA folder from the kept model (of the last
     stage). Returns why the rule was skipped: a pre-LN encoder, which export refuses by design
@@ -616,8 +564,6 @@ def check_export_hf(case: ContractCase, workdir: Path) -> str | None:
     tensors export cannot map would fail only at the end of a study. Loading the folder with
     ``transformers`` is left to the export tests (``transformers`` is optional).
     """
-    from electra_ablate.checkpoints.export import ARCHITECTURES, EXPORTED_FILES, export_hf
-
     workdir = Path(workdir)
     kept, kept_dir = _save_kept_model(case, workdir)
     if kept.encoder.cfg.layer_norm != "post":
@@ -659,7 +605,7 @@ def run_contract(
     with (
         torch.random.fork_rng(devices=[]),
         torch.enable_grad(),
-        _one_thread(),
+        one_thread(),
         tempfile.TemporaryDirectory(prefix="ablate-check-") as tmp,
     ):
         workdir = Path(tmp)
@@ -696,19 +642,6 @@ def check_objective(
 
 
 # ------------------------------------------------------------------------------- helpers
-def _one_thread() -> AbstractContextManager[None]:
-    """Micro models gain nothing from intra-op threads, and on a shared CPU the threads contend:
-    the contract ran several times slower with two threads than with one on a loaded 2-core
-    machine."""
-    return torch_threads(1)
-
-
-def _first_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"])
-    return f"{where}: {first['msg']}" if where else first["msg"]
-
-
 def _parameter_names(module: nn.Module) -> dict[int, str]:
     """Parameter id -> the name the objective's state dict gives it (shared ones: the first)."""
     return {id(p): name for name, p in module.named_parameters()}
@@ -741,25 +674,9 @@ def _train_step(case: ContractCase, objective: Objective) -> None:
     optimizer.step()
 
 
-def write_contract_tokenizer(directory: Path, vocab_size: int) -> Path:
-    """A WordPiece tokenizer (``tokenizer.json`` + ``vocab.txt``) of exactly ``vocab_size`` ids,
-    the special tokens first: enough for the kept format and export, with no corpus to train on."""
-    from electra_ablate.data.tokenizer import load_vocab_file, save_tokenizer
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    words = [*SPECIAL_TOKENS, *(f"word{i}" for i in range(len(SPECIAL_TOKENS), vocab_size))]
-    vocab_file = directory / "vocab.txt"
-    vocab_file.write_text("".join(f"{word}\n" for word in words), encoding="utf-8")
-    save_tokenizer(load_vocab_file(vocab_file, lowercase=True), directory)
-    return directory
-
-
 def _save_kept_model(case: ContractCase, workdir: Path) -> tuple[KeptModel, Path]:
     """The kept model of a fresh objective in its last stage (the encoder a study keeps at the
     end), written with ``save_kept`` next to a tokenizer of the backbone's vocabulary size."""
-    from electra_ablate.checkpoints.kept import save_kept
-
     objective = case.build()
     objective.enter_stage(len(objective.stages()) - 1)
     kept = objective.kept_model()
@@ -812,303 +729,3 @@ def _classification_rows(case: ContractCase, count: int = 8) -> list[dict[str, A
         ids = [special.cls, *body.tolist(), special.sep]
         rows.append({"input_ids": ids, "token_type_ids": [0] * len(ids), "label": i % 2})
     return rows
-
-
-# =========================================================================== the task contract
-TASK_DECLARES = "task-declares"
-TASK_FAMILY = "task-family"
-TASK_EVALUATE = "task-evaluate"
-TASK_DETERMINISTIC = "task-deterministic"
-TASK_SKIP = "task-skip"
-TASK_REFERENCES = "task-references"
-TASK_RULES: tuple[str, ...] = (
-    TASK_DECLARES,
-    TASK_FAMILY,
-    TASK_EVALUATE,
-    TASK_DETERMINISTIC,
-    TASK_SKIP,
-    TASK_REFERENCES,
-)
-"""Every rule of the evaluation contract (``electra_ablate.evaluation.task``), in the order
-``check_task`` runs them."""
-
-CHECK_EXAMPLES = 32
-"""Training and evaluation examples a fine-tuned task is capped at in the check."""
-
-
-def contract_settings(
-    task: Any, sources: dict[str, Any] | None = None, workdir: Path | None = None
-) -> Any:
-    """Settings for checking ``task`` in seconds: its data where ``sources`` (default:
-    ``$ABLATE_DATA_DIR``'s ``glue``) points, a short recipe (one epoch of ``CHECK_EXAMPLES``
-    examples) and its ``Params`` defaults. With ``workdir``, also pre-training text for tasks
-    that read a study's own corpus: a generated one (``write_contract_corpus``) in the check
-    encoders' vocabulary, packed to ``CONTRACT_SEQ_LEN``."""
-    import os
-
-    from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-    from electra_ablate.evaluation.task import TaskSettings
-
-    if sources is None:
-        data_dir = os.environ.get("ABLATE_DATA_DIR")
-        sources = {"glue": str(Path(data_dir) / "glue")} if data_dir else {}
-    if workdir is not None:
-        tokenizer_dir = write_contract_tokenizer(workdir / "tokenizer", CONTRACT_VOCAB_SIZE)
-        corpus = write_contract_corpus(workdir / "corpus.txt", CONTRACT_VOCAB_SIZE)
-        sources = {
-            "corpus": {"paths": [str(corpus)], "heldout_fraction": 0.25},
-            "tokenizer": {"vocab_file": str(tokenizer_dir / "vocab.txt")},
-            "cache_dir": str(workdir / "cache"),
-            **sources,
-        }
-    recipe = FinetuneRecipe(
-        epochs=1,
-        task_epochs={},
-        batch_size=8,
-        eval_batch_size=16,
-        max_len=CONTRACT_SEQ_LEN,
-        train_caps={task.name: CHECK_EXAMPLES},
-    )
-    return TaskSettings(
-        sources=sources, recipe=recipe, eval_cap=CHECK_EXAMPLES, max_seq_len=CONTRACT_SEQ_LEN
-    )
-
-
-def write_contract_corpus(path: Path, vocab_size: int, documents: int = 48, seed: int = 0) -> Path:
-    """A generated corpus in the contract tokenizer's words (``word5`` ...), as Wikipedia-style
-    ``<doc>`` blocks: each word drawn from a fixed sparse continuation of the one before (a
-    first-order Markov chain), so neighbouring tokens carry signal the way text does."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    first = len(SPECIAL_TOKENS)
-    words = np.arange(first, vocab_size)
-    follows = {int(w): rng.choice(words, size=4, replace=False) for w in words}
-    lines = []
-    for d in range(documents):
-        word = int(rng.choice(words))
-        text = []
-        for _ in range(120):
-            text.append(f"word{word}")
-            word = int(rng.choice(follows[word]))
-        lines += [f'<doc id="{d}" title="d{d}">', f"d{d}", " ".join(text), "</doc>"]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
-def _contract_kept(workdir: Path, role: str) -> Any:
-    """A fresh micro encoder with a kept head of ``role`` and a tokenizer, as ``load_kept`` reads
-    it back: what every task is evaluated on in the check."""
-    from electra_ablate.backbone.model import MLMHead, TokenBinaryHead
-    from electra_ablate.checkpoints.kept import load_kept, save_kept
-
-    backbone = contract_backbone()
-    torch.manual_seed(0)
-    encoder = Encoder(backbone)
-    head: nn.Module = (
-        TokenBinaryHead(backbone)
-        if role == "discriminator"
-        else MLMHead(backbone, backbone.embedding_size)
-    )
-    tokenizer_dir = write_contract_tokenizer(workdir / "tokenizer", backbone.vocab_size)
-    meta = {"objective": "contract", "run_id": "contract", "fraction": 1.0, "step": 0}
-    save_kept(workdir / role, KeptModel(encoder, role, head), tokenizer_dir, meta)
-    return load_kept(workdir / role)
-
-
-@_enforces(TASK_DECLARES)
-def check_task_declares(task: Any, settings: Any) -> None:
-    """``name``, ``family`` and ``needs`` are set, ``metrics`` names at least the headline,
-    ``Params`` (if any) validates with its defaults and ``identity`` is JSON.
-
-    A spec names the task; the results table keys its rows by task and metric; the headline is
-    what its family averages; the identity is hashed into every job id.
-    """
-    from pydantic import BaseModel
-
-    from electra_ablate.evaluation.task import NEEDS
-
-    for attribute in ("name", "family"):
-        value = getattr(task, attribute, None)
-        if not isinstance(value, str) or not value.strip():
-            raise ContractError(TASK_DECLARES, f"task {attribute} is not a non-empty string")
-    if task.needs not in NEEDS:
-        raise ContractError(TASK_DECLARES, f"needs {task.needs!r} is not one of {NEEDS}")
-    metrics = getattr(task, "metrics", None)
-    if (
-        not isinstance(metrics, tuple)
-        or not metrics
-        or not all(isinstance(m, str) for m in metrics)
-    ):
-        raise ContractError(TASK_DECLARES, "metrics is not a non-empty tuple of names")
-    if task.Params is not None:
-        if not (isinstance(task.Params, type) and issubclass(task.Params, BaseModel)):
-            raise ContractError(TASK_DECLARES, "Params is not a pydantic model")
-        try:
-            task.Params()
-        except ValidationError as exc:
-            raise ContractError(
-                TASK_DECLARES, f"Params() does not validate: {_first_error(exc)}"
-            ) from None
-    try:
-        json.dumps(task.identity(settings), sort_keys=True)
-    except TypeError as exc:
-        raise ContractError(TASK_DECLARES, f"identity(settings) is not JSON: {exc}") from None
-
-
-@_enforces(TASK_FAMILY)
-def check_task_family(task: Any, settings: Any) -> None:
-    """The task's family is registered, lists the task, says whether it enters its aggregate
-    and fingerprints its data as a string (a job id hashes it)."""
-    from electra_ablate.evaluation.task import family_of
-
-    family = family_of(task)
-    if task.name not in [t.name for t in family.tasks()]:
-        raise ContractError(TASK_FAMILY, f"family {family.name!r} does not list {task.name!r}")
-    if not isinstance(family.in_aggregate(task), bool):
-        raise ContractError(TASK_FAMILY, "in_aggregate(task) is not a bool")
-    if family.aggregate is not None and not isinstance(family.aggregate, str):
-        raise ContractError(TASK_FAMILY, "the family's aggregate is neither a name nor None")
-    family.check(task, settings)
-    if not isinstance(family.fingerprint(task, settings), str):
-        raise ContractError(TASK_FAMILY, "fingerprint(task, settings) is not a string")
-
-
-def _scored(task: Any, metrics: Any, rule: str, where: str) -> dict[str, float]:
-    from electra_ablate.evaluation.task import RECORD_FIELDS
-
-    if not isinstance(metrics, dict):
-        raise ContractError(rule, f"{where} returned a {type(metrics).__name__}, not a dict")
-    missing = [m for m in task.metrics if m not in metrics]
-    if missing:
-        raise ContractError(rule, f"{where} lacks the declared metric(s) {', '.join(missing)}")
-    extra = [m for m in metrics if m not in task.metrics and m not in RECORD_FIELDS]
-    if extra:
-        raise ContractError(rule, f"{where} reports undeclared metric(s) {', '.join(extra)}")
-    for name in task.metrics:
-        value = metrics[name]
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ContractError(rule, f"{where}: metric {name!r} is {value!r}, not a finite number")
-    return {m: float(metrics[m]) for m in task.metrics}
-
-
-@_enforces(TASK_EVALUATE)
-def check_task_evaluate(task: Any, settings: Any, kept: Any) -> dict[str, float]:
-    """``evaluate`` on a micro kept encoder returns every declared metric as a finite number
-    and nothing undeclared besides the bookkeeping in ``RECORD_FIELDS``; the encoder is left as
-    it was.
-
-    The results table keeps every metric a task reports: an undeclared or missing one would
-    give rows a report cannot place, a non-finite one a NaN score."""
-    before = {k: v.clone() for k, v in kept.model.encoder.state_dict().items()}
-    metrics = task.evaluate(kept, settings, 0, "cpu")
-    scored = _scored(task, metrics, TASK_EVALUATE, "evaluate")
-    after = kept.model.encoder.state_dict()
-    if any(not torch.equal(v, after[k]) for k, v in before.items()):
-        raise ContractError(TASK_EVALUATE, "evaluate changed the kept encoder's weights")
-    return scored
-
-
-@_enforces(TASK_DETERMINISTIC)
-def check_task_deterministic(task: Any, settings: Any, kept: Any, first: dict[str, float]) -> None:
-    """The same encoder, settings and seed give the same metrics again.
-
-    A job's record is cached under its id and ``ablate finetune`` must give a study's numbers
-    exactly: a result that moves between two runs of one job is not one result."""
-    again = _scored(task, task.evaluate(kept, settings, 0, "cpu"), TASK_DETERMINISTIC, "evaluate")
-    if again != first:
-        raise ContractError(TASK_DETERMINISTIC, f"seed 0 gave {first}, then {again}")
-
-
-@_enforces(TASK_SKIP)
-def check_task_skip(task: Any, discriminator: Any, mlm: Any) -> None:
-    """A task that needs the detection head skips an MLM encoder with a reason and takes a
-    discriminator's; any other task takes both."""
-    for kept in (discriminator, mlm):
-        reason = task.skip_reason(kept)
-        expected = task.needs == "detection_head" and kept.model.role != "discriminator"
-        if expected and not (isinstance(reason, str) and reason):
-            raise ContractError(TASK_SKIP, f"no reason to skip a kept {kept.model.role} encoder")
-        if not expected and reason is not None:
-            raise ContractError(TASK_SKIP, f"skips a kept {kept.model.role} encoder: {reason}")
-
-
-@_enforces(TASK_REFERENCES)
-def check_task_references(task: Any, settings: Any, tokenizer_dir: Path) -> None:
-    """Every declared reference scores the task's metrics without an encoder, the same twice."""
-    for reference in task.references:
-        where = f"evaluate_reference({reference!r})"
-        first = _scored(
-            task,
-            task.evaluate_reference(reference, settings, 0, tokenizer_dir),
-            TASK_REFERENCES,
-            where,
-        )
-        again = task.evaluate_reference(reference, settings, 0, tokenizer_dir)
-        if _scored(task, again, TASK_REFERENCES, where) != first:
-            raise ContractError(TASK_REFERENCES, f"{where} is not the same twice")
-
-
-def run_task_contract(
-    name_or_task: Any,
-    settings: Any = None,
-    *,
-    on_outcome: Callable[[RuleOutcome], None] | None = None,
-) -> list[RuleOutcome]:
-    """Every rule in ``TASK_RULES`` order on a task (a registered name, or a ``Task``); the
-    caller's RNG state and thread count are left as they were."""
-    from electra_ablate.evaluation.task import family_of, get_task
-    from electra_ablate.infra.errors import InputError
-
-    task = get_task(name_or_task) if isinstance(name_or_task, str) else name_or_task
-    outcomes: list[RuleOutcome] = []
-
-    def record(rule: str, skipped: str | None = None) -> None:
-        outcomes.append(RuleOutcome(rule, skipped))
-        if on_outcome is not None:
-            on_outcome(outcomes[-1])
-
-    with (
-        torch.random.fork_rng(devices=[]),
-        _one_thread(),
-        tempfile.TemporaryDirectory(prefix="ablate-check-task-") as tmp,
-    ):
-        workdir = Path(tmp)
-        settings = settings if settings is not None else contract_settings(task, workdir=workdir)
-        try:  # missing data is the user's to fix (exit 2), not a broken rule
-            family_of(task).check(task, settings)
-        except InputError as exc:
-            raise InputError(f"{exc} (the check reads GLUE from $ABLATE_DATA_DIR/glue)") from None
-        check_task_declares(task, settings)
-        record(TASK_DECLARES)
-        check_task_family(task, settings)
-        record(TASK_FAMILY)
-        discriminator = _contract_kept(workdir, "discriminator")
-        mlm = _contract_kept(workdir, "mlm")
-        kept = discriminator if task.needs == "detection_head" else mlm
-        first = check_task_evaluate(task, settings, kept)
-        record(TASK_EVALUATE)
-        check_task_deterministic(task, settings, kept, first)
-        record(TASK_DETERMINISTIC)
-        check_task_skip(task, discriminator, mlm)
-        record(TASK_SKIP)
-        if task.references:
-            check_task_references(task, settings, workdir / "tokenizer")
-            record(TASK_REFERENCES)
-        else:
-            record(TASK_REFERENCES, "the task declares no reference")
-    return outcomes
-
-
-def check_task(name_or_task: Any, settings: Any = None) -> list[str]:
-    """Run the whole evaluation contract; returns the rules that held (a skipped one with its
-    reason) and raises ``ContractError`` on the first broken one. For a plugin's own tests::
-
-        from electra_ablate.conformance.checks import check_task
-
-        def test_my_task_keeps_the_contract():
-            check_task("my_task")
-    """
-    return [outcome.label for outcome in run_task_contract(name_or_task, settings)]
