@@ -26,19 +26,22 @@ DOTTED = re.compile(r"(?<![\w.])electra_ablate(?:\.\w+)+")
 EXEMPT_DOCSTRINGS = {ROOT / "electra_ablate" / "infra" / "moved.py"}
 
 
-# where a file is named: fenced blocks, code spans and link targets (prose like "examples/s"
-# is not a path)
+# where a path is named: fenced blocks, code spans and link targets; in plain prose only a
+# path with a file's extension counts ("411 examples/s" is not a path, "docs/design.md" is)
 NAMED = re.compile(r"```.*?```|``?[^`\n]+``?|\]\([^)\s]+\)", re.S)
+FILE = re.compile(r"\.(py|md|yaml|yml|sh|toml|txt|csv|json)$")
 
 
 def repo_paths(text: str) -> set[str]:
     """Repository paths named in ``text``, less those that are patterns (``<id>``, ``*``)."""
     found = set()
-    for segment in NAMED.findall(text):
+    for segment, any_path in [*((s, True) for s in NAMED.findall(text)), (text, False)]:
         for match in REPO_PATH.finditer(segment):
             if segment[match.end() : match.end() + 1] in {"<", "*", "{", "$"}:
                 continue  # a placeholder follows: runs/<name>/..., packs/*.tar.gz
-            found.add(match.group(1).rstrip(".,"))
+            path = match.group(1).rstrip(".,")
+            if any_path or FILE.search(path):
+                found.add(path)
     return found
 
 
@@ -106,6 +109,7 @@ def test_the_docs_name_the_files_they_point_at():
     named = set().union(*(repo_paths(d.read_text(encoding="utf-8")) for d in DOCS))
     assert {"bench/RESULTS.md", "docs/extending.md", "tests/e2e/test_faults.py"} <= named
     assert "runs/objectives" not in named and not any("<" in p for p in named)
+    assert repo_paths("411 examples/s, see docs/design.md.") == {"docs/design.md"}
 
 
 def test_every_dotted_name_in_the_docs_and_docstrings_resolves():
