@@ -1,4 +1,4 @@
-"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (DESIGN.md §8).
+"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (docs/design.md).
 
 A ``tiny`` encoder with random weights (speed does not depend on what the weights are) is
 fine-tuned for one epoch on real GLUE training examples, tokenised by a WordPiece tokenizer

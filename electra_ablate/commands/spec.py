@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
             False, "--markdown", help="print a table of every key with its default instead"
         ),
     ) -> None:
-        """Print the study spec's JSON Schema (for YAML language servers; see the README)."""
+        """Print the study spec's JSON Schema (for YAML language servers; see docs/specs.md)."""
         from electra_ablate.study.spec import StudySpec, reference_rows
 
         if markdown:

@@ -37,7 +37,7 @@ PAPER_DROPOUT = 0.1
 
 
 def deviations(spec: Mapping[str, Any]) -> list[str]:
-    """How one resolved spec departs from the paper and the original code (DESIGN.md §2, §5, §6);
+    """How one resolved spec departs from the paper and the original code (docs/design.md);
     the CPU-scale size, budget and caps are stated elsewhere in the header."""
     out = []
     overrides = spec.get("backbone", {}).get("overrides", {}) or {}

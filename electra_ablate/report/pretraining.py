@@ -28,7 +28,7 @@ DIAGNOSTIC_KINDS = ("nats_learnt", "auc", "divergence", "entropy", "rate", "accu
 """Kinds drawn and tabled, in this order. Raw losses are left out: each objective scales its own
 (ELECTRA's total is MLM + 50 x BCE), and "nats learnt" is the same loss measured against the
 prior, with a meaningful zero; precision and recall at logit 0 say little of a detector that
-ranks (DESIGN §5)."""
+ranks (docs/design.md, the pre-training recipe)."""
 
 KIND_TITLES = {
     "nats_learnt": "nats learnt over the prior",

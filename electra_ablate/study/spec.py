@@ -669,7 +669,7 @@ def load_spec(
 
 def reference_rows() -> list[tuple[str, str, str, str]]:
     """``(key path, type, default, description)`` for every key a study spec accepts, in the
-    order of the models (``ablate schema --markdown``; the README's reference is this table)."""
+    order of the models (``ablate schema --markdown``; ``docs/spec-reference.md`` is this table)."""
     from pydantic.fields import PydanticUndefined
 
     rows: list[tuple[str, str, str, str]] = []

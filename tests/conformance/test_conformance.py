@@ -1,4 +1,4 @@
-"""Step-for-step conformance with Hugging Face ``transformers``' ELECTRA (README "Conformance").
+"""Step-for-step conformance with Hugging Face ``transformers``' ELECTRA (docs/conformance.md).
 
 A small reference is built in ``transformers`` with a fixed seed: ``ElectraForMaskedLM`` as the
 1/4-width generator and ``ElectraForPreTraining`` as the discriminator, the generator's

@@ -1,4 +1,4 @@
-"""The semantics of every objective, tested directly (DESIGN.md §2): which positions carry loss,
+"""The semantics of every objective, tested directly (docs/design.md): which positions carry loss,
 labels, gradients that must or must not flow, frozen and tied parameters."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Output biases start at zero, as in the original ELECTRA code (DESIGN.md §5): an untrained
+"""Output biases start at zero, as in the original ELECTRA code (docs/design.md): an untrained
 generator then samples almost uniformly. Starting them at the data's priors is an opt-in, per
 head kind (``pretrain.prior_bias``): MLM heads at the log token frequencies, a generator's head
 likewise (which turns it into a unigram sampler at step 0), detection heads and All-Tokens'

@@ -20,7 +20,7 @@ bigram          0.972    0.921    0.801
 token identity  0.836    0.524    0.530
 ==============  =======  =======  ======
 
-This reproduces the magnitudes of DESIGN section 10 under unigram replacements (a bigram
+This reproduces the magnitudes in docs/design.md under unigram replacements (a bigram
 detector with its own smoothing at 0.895, token identity at 0.50-0.52).
 """
 
