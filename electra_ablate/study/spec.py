@@ -111,7 +111,9 @@ class BudgetSpec(Strict):
 
 
 class ObjectiveEntry(Strict):
-    name: str = Field(description="a registered objective (`ablate objectives`)")
+    name: str = Field(
+        description="a registered objective (`ablate objectives`), or `package.module:Class`"
+    )
     label: str | None = name_field("name in tables and plots (default: name)", None)
     params: dict[str, Any] = Field(
         default_factory=dict, description="the objective's params (`ablate objectives`)"
