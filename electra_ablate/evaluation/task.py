@@ -1,11 +1,12 @@
-"""The evaluation contract and its entry-point registry: the twin of ``electra_ablate.pretraining.objective``.
+"""The evaluation contract and its entry-point registry.
 
-A *task* scores one kept encoder with one seed; a *family* is a set of tasks that share their
-data, how that data is fingerprinted, and an aggregate (GLUE's score). Families are discovered
-through the ``electra_ablate.tasks`` entry-point group, the same door a third-party package uses,
-so a new family is one module plus an entry point: the study, the results tables, the report and
-the CLI only ever talk to this interface. ``ablate check --task NAME``
-(``electra_ablate.conformance.checks.check_task``) verifies it.
+The twin of ``electra_ablate.pretraining.objective``. A *task* scores one kept encoder with one
+seed; a *family* is a set of tasks that share their data, how that data is fingerprinted, and
+an aggregate (GLUE's score). Families are discovered through the ``electra_ablate.tasks``
+entry-point group, the same door a third-party package uses, so a new family is one module plus
+an entry point: the study, the results tables, the report and the CLI only ever talk to this
+interface. ``ablate check --task NAME`` (``electra_ablate.conformance.checks.check_task``)
+verifies it.
 
 The contract, in full. A ``TaskFamily`` has:
 
@@ -16,13 +17,15 @@ The contract, in full. A ``TaskFamily`` has:
 - ``tasks()``: its tasks, in the order tables print them.
 - ``published`` (optional): published aggregate scores per objective, for reports.
 - ``in_aggregate(task)``: whether a task enters the aggregate (GLUE: all but WNLI). Every family
-  aggregates the same two ways (``electra_ablate.analysis.results``): per evaluated model, the mean over
-  its aggregated tasks of each task's headline metric; and the paper's way, each task's median
-  over seeds first, then the mean.
+  aggregates the same two ways (``electra_ablate.analysis.results``): per evaluated model, the
+  mean over its aggregated tasks of each task's headline metric; and the paper's way, each
+  task's median over seeds first, then the mean.
 - ``check(task, settings)``: the task's data is where ``settings`` points (cheap: ``ablate
   validate`` and ``ablate run`` call it before any compute).
 - ``fingerprint(task, settings)``: what the task's data is (file contents, not paths): part of
   every job's identity, so a job is redone exactly when its data changes.
+- ``bundle_folder(task, settings)`` (optional): the folder of the task's data files that
+  ``ablate data prepare --bundle`` copies for an offline node, or None (the default: no files).
 
 A ``Task`` has:
 
@@ -205,6 +208,13 @@ class TaskFamily:
     def fingerprint(self, task: Task, settings: TaskSettings) -> str:
         """Data identity; a family whose tasks generate their data returns a constant."""
         return ""
+
+    def bundle_folder(self, task: Task, settings: TaskSettings) -> Path | None:
+        """The folder of ``task``'s data files that a data bundle carries for an offline node
+        (copied whole as ``<family name>/<folder name>``, where
+        ``electra_ablate.data.bundle.bundled_task_folder`` finds it), or None where the task
+        reads no data files of the study (a probe that reads the pre-training text)."""
+        return None
 
 
 # ------------------------------------------------------------------------------- registry
