@@ -28,6 +28,7 @@ from electra_ablate.pretraining.objective import get_objective
 if TYPE_CHECKING:  # frames only in annotations: a GPU node's job path has no polars
     import polars as pl
 
+
 def claims_family() -> str:
     """The task family whose aggregate the paper's numbers and claims are about (GLUE's
     score)."""

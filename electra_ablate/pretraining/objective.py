@@ -46,7 +46,7 @@ from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.kept import KEPT_ROLES as KEPT_ROLES
 from electra_ablate.checkpoints.kept import KeptModel
 from electra_ablate.checkpoints.kept import KeptRole as KeptRole
-from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 from electra_ablate.pretraining.config import PriorKind
 
 ENTRY_POINT_GROUP = "electra_ablate.objectives"
@@ -323,8 +323,6 @@ def available_objectives() -> dict[str, type[Objective]]:
 def get_objective(name: str) -> type[Objective]:
     objectives = available_objectives()
     if name not in objectives:
-        from electra_ablate.infra.errors import did_you_mean
-
         raise InputError(
             f"unknown objective {name!r}{did_you_mean(name, objectives)}; "
             f"registered: {', '.join(objectives)}"

@@ -68,7 +68,8 @@ from electra_ablate.report.pretraining import (
 )
 from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.report.source import keep_notes, keep_tables, read_tables
-from electra_ablate.report.verdicts import claims_section, score_with_ci
+from electra_ablate.report.verdicts import claims_section, compare, score_with_ci
+from electra_ablate.study.survey import survey
 
 BASELINE_OBJECTIVE = "none"
 
@@ -156,8 +157,6 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         plot_pretrain_curves(metrics, curve_colors(metrics, colors), out_dir, panels, SMOOTHING)
         final_scores = None
         if first_scores is not None:
-            from electra_ablate.report.verdicts import compare
-
             family, values = first_scores
             compared = compare(values)
             final_scores = (
@@ -257,8 +256,6 @@ def curve_notes(runs: pl.DataFrame | None) -> list[str]:
 
 def kept_section(run_dir: Path) -> str | None:
     """The kept encoders of finished units that are missing or fail their checksums."""
-    from electra_ablate.study.survey import survey
-
     problems = survey(run_dir).kept_problems
     if not problems:
         return None

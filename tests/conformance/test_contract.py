@@ -1,5 +1,5 @@
-"""The objective contract kit (``electra_ablate.conformance.checks``, ``ablate check``): every built-in
-objective keeps the contract, and objectives that break one rule are rejected naming it."""
+"""The objective contract kit (``electra_ablate.conformance.checks``, ``ablate check``): every
+built-in objective keeps the contract, and objectives that break one rule are rejected naming it."""
 
 from __future__ import annotations
 

@@ -29,7 +29,14 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from electra_ablate.evaluation.finetune import as_examples
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS, GlueTask
+from electra_ablate.evaluation.probes.frozen_features import (
+    on_device,
+    pooled_features,
+    weights_digest,
+)
+from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
 from electra_ablate.evaluation.task import Progress, Task, TaskFamily, TaskSettings
 
 if TYPE_CHECKING:
@@ -79,13 +86,6 @@ class GlueProbe(Task):
         """Pooled features and labels of the training and dev splits: the full sets, unless the
         spec caps this task (``Examples.capped``, the one capping path). The encoder runs on
         ``device``."""
-        from electra_ablate.evaluation.finetune import as_examples
-        from electra_ablate.evaluation.probes.frozen_features import (
-            on_device,
-            pooled_features,
-            weights_digest,
-        )
-
         encoded = self.glue.encoded(kept, settings)
         train = as_examples(encoded.train).capped(settings.recipe.cap_for(self.name))
         dev = as_examples(encoded.validation).capped(settings.eval_cap)
@@ -110,8 +110,6 @@ class GlueProbe(Task):
     ) -> dict[str, float]:
         import time
 
-        from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
-
         start = time.perf_counter()
         train_x, dev_x, train_y, dev_y = self.features(kept, settings, device)
         probe = ridge_probe if self.glue.is_regression else logistic_probe
@@ -129,10 +127,6 @@ class GlueProbe(Task):
         training and dev sets (both costs grow about linearly with the examples); a whole
         evaluation would cost a dry run minutes on SST-2."""
         import time
-
-        from electra_ablate.evaluation.finetune import as_examples
-        from electra_ablate.evaluation.probes.frozen_features import on_device, pooled_features
-        from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
 
         encoded = self.glue.encoded(kept, settings)
         train, dev = as_examples(encoded.train), as_examples(encoded.validation)

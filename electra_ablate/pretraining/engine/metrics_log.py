@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.storage import atomic_write_text
 
@@ -27,8 +28,6 @@ def tensorboard_writer(directory: Path):  # -> torch.utils.tensorboard.SummaryWr
 def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
     """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
     step of its checkpoint, so GLUE (or any family's) curves sit beside the pre-training ones."""
-    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
-
     board = tensorboard_writer(directory)
     family = get_task(record["task"]).family
     for metric, value in record["metrics"].items():
