@@ -24,8 +24,8 @@ from electra_ablate.backbone.model import Encoder, MLMHead
 from electra_ablate.checkpoints.kept import load_kept
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings, get_task
 from electra_ablate.infra.errors import AblateError
+from electra_ablate.infra.identity import config_hash
 from electra_ablate.pretraining.objective import KeptModel
-from electra_ablate.study.units import config_hash
 
 if TYPE_CHECKING:
     from electra_ablate.backbone.config import BackboneConfig

@@ -48,7 +48,7 @@ from electra_ablate.data.config import DataSpec
 from electra_ablate.data.corpus import corpus_source
 from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import file_hash
-from electra_ablate.data.pretraining import prepare_pretraining
+from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.probes.corruption_sources import BigramTable, corrupt, split_rows
 from electra_ablate.evaluation.probes.frozen_features import (
     detection_logits,
@@ -64,7 +64,6 @@ from electra_ablate.evaluation.probes.reference_detectors import (
 from electra_ablate.evaluation.task import Needs, Progress, Task, TaskFamily, TaskSettings
 from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.components.losses import roc_auc
-from electra_ablate.study.context import data_vocab
 
 if TYPE_CHECKING:
     import torch
