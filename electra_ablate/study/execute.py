@@ -11,15 +11,17 @@ import json
 import shutil
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from electra_ablate.checkpoints.kept_files import kept_problem
 from electra_ablate.evaluation.run import EvaluationJob, run_job
+from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressMode
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.pretraining.engine.metrics_log import log_finetune_scalars
+from electra_ablate.pretraining.engine.metrics_log import log_scalars
 from electra_ablate.pretraining.engine.trainer import Trainer
 from electra_ablate.study.building import (
     pretrain_run,
@@ -164,6 +166,19 @@ def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     if unit.spec.pretrain.tensorboard and record["status"] == "done":
         log_finetune_scalars(unit.layout.tensorboard, record)
     return record
+
+
+def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
+    """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
+    step of its checkpoint, tagged ``<family>/<task>/<metric>/seed<n>``, so GLUE (or any
+    family's) curves sit beside the pre-training ones."""
+    family = get_task(record["task"]).family
+    scalars = {
+        f"{family}/{record['task']}/{metric}/seed{record['seed']}": value
+        for metric, value in record["metrics"].items()
+        if metric not in RECORD_FIELDS
+    }
+    log_scalars(directory, scalars, record["step"])
 
 
 def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
