@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from electra_ablate.data.paths import file_hash
-from electra_ablate.evaluation.finetune import as_examples, finetune_task, supported_max_len
+from electra_ablate.evaluation.finetune.batching import as_examples
+from electra_ablate.evaluation.finetune.loop import finetune_task, supported_max_len
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings
 from electra_ablate.infra.errors import InputError
 

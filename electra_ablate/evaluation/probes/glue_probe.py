@@ -29,7 +29,7 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from electra_ablate.evaluation.finetune import as_examples
+from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS, GlueTask
 from electra_ablate.evaluation.probes.frozen_features import (
     on_device,
