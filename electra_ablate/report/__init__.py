@@ -14,7 +14,8 @@ model left its prior. An author's reading goes in through ``--notes``.
   ``summary.csv`` beside ``report.md``);
 - ``verdicts``: scores and paired differences with CIs, the paper's claims and seed plans;
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
-- ``plots``: the figures; ``compare``: ``ablate compare``.
+- ``plots``: the figures; ``markdown``: tables and numbers as markdown;
+- ``compare``: ``ablate compare``.
 """
 
 from __future__ import annotations
