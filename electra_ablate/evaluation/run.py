@@ -18,19 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder, MLMHead
-from electra_ablate.checkpoints.kept import load_kept
+from electra_ablate.checkpoints.kept import KeptModel, LoadedKept, load_kept
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings, get_task
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.identity import config_hash
-from electra_ablate.pretraining.objective import KeptModel
-
-if TYPE_CHECKING:
-    from electra_ablate.backbone.config import BackboneConfig
-    from electra_ablate.checkpoints.kept import LoadedKept
-    from electra_ablate.pretraining.objective import KeptModel
 
 BASELINE_INIT_SEED = 0
 """The seed of the freshly initialised encoder in every no-pre-training row."""

@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import InputError, MixedData
@@ -33,7 +33,7 @@ from electra_ablate.infra.layout import KEPT_META, REPORT_FILE, RunLayout, Study
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
 from electra_ablate.pretraining.engine.plan import RunPlan
-from electra_ablate.study import Study
+from electra_ablate.study.context import Study
 from electra_ablate.study.execute import run_unit
 from electra_ablate.study.packs import (
     data_fingerprints,
@@ -47,12 +47,7 @@ from electra_ablate.study.packs import (
 from electra_ablate.study.runner import PENDING_SUMMARY
 from electra_ablate.study.spec import parse_spec
 from electra_ablate.study.tables import write_tables
-from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, variant_label
-
-if TYPE_CHECKING:
-    from electra_ablate.pretraining.engine.plan import RunPlan
-    from electra_ablate.study import Study
-    from electra_ablate.study.units import Unit
+from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, Unit, variant_label
 
 VOLATILE = frozenset({"wall_s", "wall_seconds", "train_seconds", "tokens_per_s", "message"})
 """Record keys that say how long a unit took, or where it was copied from, not what it computed:

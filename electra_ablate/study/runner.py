@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
@@ -31,7 +31,7 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.integrity import check_study
-from electra_ablate.study.launch import StudySetup, launch_units
+from electra_ablate.study.launch import LaunchOptions, StudySetup, launch_units
 from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.shards import Shard, shard_units
@@ -39,9 +39,6 @@ from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.tables import write_tables  # polars: only for the tables
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
-
-if TYPE_CHECKING:
-    from electra_ablate.study.launch import LaunchOptions
 
 PENDING_SUMMARY = {"status": "pending", "message": "not finished yet"}
 """What the runs table says of a unit with no outcome on disk yet."""
