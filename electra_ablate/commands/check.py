@@ -1,6 +1,6 @@
-"""``ablate check NAME``: run the objective contract (``electra_ablate.conformance.checks``) on a registered
-objective, built-in or third-party; ``ablate check --task NAME``: the evaluation contract on a
-registered task. What a plugin author runs before naming either in a study."""
+"""``ablate check NAME``: run the objective contract (``electra_ablate.conformance.checks``) on a
+registered objective, built-in or third-party; ``ablate check --task NAME``: the evaluation
+contract on a registered task. What a plugin author runs before naming either in a study."""
 
 from __future__ import annotations
 

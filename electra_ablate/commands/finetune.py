@@ -11,8 +11,9 @@ ids and the same numbers come out as in the study. Options given on the command 
 the spec's.
 
 The checkpoint is one of our kept-model folders, or a Hugging Face ELECTRA/BERT model (a local
-folder with ``config.json``, or a hub name ``org/name``) imported by ``electra_ablate.checkpoints.hf_import``,
-so a published encoder can be scored with exactly the recipe our own encoders get.
+folder with ``config.json``, or a hub name ``org/name``) imported by
+``electra_ablate.checkpoints.hf_import``, so a published encoder can be scored with exactly the
+recipe our own encoders get.
 """
 
 from __future__ import annotations
