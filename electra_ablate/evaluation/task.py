@@ -24,8 +24,9 @@ The contract, in full. A ``TaskFamily`` has:
   validate`` and ``ablate run`` call it before any compute).
 - ``fingerprint(task, settings)``: what the task's data is (file contents, not paths): part of
   every job's identity, so a job is redone exactly when its data changes.
-- ``bundle_folder(task, settings)`` (optional): the folder of the task's data files that
-  ``ablate data prepare --bundle`` copies for an offline node, or None (the default: no files).
+- ``bundle_folders(task, settings)`` (optional): the folders of the task's data files that
+  ``ablate data prepare --bundle`` copies for an offline node, by their place in the bundle
+  (default: none).
 
 A ``Task`` has:
 
@@ -209,12 +210,12 @@ class TaskFamily:
         """Data identity; a family whose tasks generate their data returns a constant."""
         return ""
 
-    def bundle_folder(self, task: Task, settings: TaskSettings) -> Path | None:
-        """The folder of ``task``'s data files that a data bundle carries for an offline node
-        (copied whole as ``<family name>/<folder name>``, where
-        ``electra_ablate.data.bundle.bundled_task_folder`` finds it), or None where the task
-        reads no data files of the study (a probe that reads the pre-training text)."""
-        return None
+    def bundle_folders(self, task: Task, settings: TaskSettings) -> dict[str, Path]:
+        """The folders of ``task``'s data files that a data bundle carries for an offline node,
+        by where in the bundle the family's reader looks for them
+        (``electra_ablate.data.bundle.bundled_task_folder``: ``glue/RTE``); none (the default)
+        where the task reads no data files of the study (a probe of the pre-training text)."""
+        return {}
 
 
 # ------------------------------------------------------------------------------- registry

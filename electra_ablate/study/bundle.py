@@ -3,7 +3,7 @@
 ``ablate data prepare SPEC --bundle DIR`` and ``ablate kit`` call ``write_bundle``; the layout
 of a bundle and how a run reads it are ``electra_ablate.data.bundle``. Writing needs the whole
 spec (its variants, its evaluation blocks), so it lives with the study; the task files a bundle
-carries are each family's to say (``TaskFamily.bundle_folder``), so nothing here knows GLUE.
+carries are each family's to say (``TaskFamily.bundle_folders``), so nothing here knows GLUE.
 """
 
 from __future__ import annotations
@@ -53,13 +53,12 @@ def write_bundle(spec: StudySpec, out: Path, log: Any = print) -> dict[str, Any]
             for name in block.tasks:
                 task = get_task(name)
                 told = task_settings(variant, block, name)
-                folder = family_of(task).bundle_folder(task, told)
-                if folder is None:
-                    continue  # the task reads no data files of the study
-                target = f"{task.family}/{folder.name}"
-                if tasks.setdefault(name, target) != target:
-                    raise InputError(f"task {name}: two data folders in one study cannot bundle")
-                copy_folder(folder, out / target, replace=True)
+                for target, folder in family_of(task).bundle_folders(task, told).items():
+                    if tasks.setdefault(name, target) != target:
+                        raise InputError(
+                            f"task {name}: two data folders in one study cannot bundle"
+                        )
+                    copy_folder(folder, out / target, replace=True)
     manifest = {
         "format": BUNDLE_FORMAT,
         "version": BUNDLE_VERSION,

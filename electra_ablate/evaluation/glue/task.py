@@ -70,9 +70,9 @@ class GlueFamily(TaskFamily):
         source = settings.source(FAMILY, task.name)
         return glue_task_fingerprint(source, task.name, spec_dir=settings.spec_dir)
 
-    def bundle_folder(self, task: Task, settings: TaskSettings) -> Path:
-        """The task's parquet or tsv folder, copied byte for byte, so its fingerprint in a
-        bundle is the raw data's."""
+    def bundle_folders(self, task: Task, settings: TaskSettings) -> dict[str, Path]:
+        """The task's parquet or tsv folder, copied byte for byte (so its fingerprint in a
+        bundle is the raw data's) to ``glue/<folder name>``, where ``locate_glue_task`` looks."""
         source = settings.source(FAMILY, task.name)
         if source == "hub":
             raise InputError(
@@ -80,7 +80,7 @@ class GlueFamily(TaskFamily):
                 "a local GLUE folder (hub parquet or GLUE tsv) to bundle it"
             )
         _, folder = locate_glue_task(source, task.name, spec_dir=settings.spec_dir)
-        return folder
+        return {f"{FAMILY}/{folder.name}": folder}
 
 
 GLUE = GlueFamily()

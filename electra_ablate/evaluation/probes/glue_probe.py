@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from electra_ablate.evaluation.finetune.batching import as_examples
@@ -162,6 +163,10 @@ class GlueProbeFamily(TaskFamily):
 
     def fingerprint(self, task: Task, settings: TaskSettings) -> str:
         return GLUE.fingerprint(_glue(task), settings)
+
+    def bundle_folders(self, task: Task, settings: TaskSettings) -> dict[str, Path]:
+        """The GLUE task's own folder: a probe reads the data fine-tuning reads."""
+        return GLUE.bundle_folders(_glue(task), settings)
 
 
 def _glue(task: Task) -> GlueTask:
