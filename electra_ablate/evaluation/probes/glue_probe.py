@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS, GlueTask
+from electra_ablate.evaluation.probes import frozen_features
 from electra_ablate.evaluation.probes.frozen_features import (
     on_device,
-    pooled_features,
     weights_digest,
 )
 from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
@@ -95,8 +95,8 @@ class GlueProbe(Task):
             _FEATURES.clear()
             with on_device(kept.model, device):
                 _FEATURES[key] = (
-                    pooled_features(kept.model, train),
-                    pooled_features(kept.model, dev),
+                    frozen_features.pooled_features(kept.model, train),
+                    frozen_features.pooled_features(kept.model, dev),
                 )
         train_x, dev_x = _FEATURES[key]
         return train_x, dev_x, train.labels, dev.labels
@@ -134,7 +134,7 @@ class GlueProbe(Task):
         sample = train.subset(range(min(TIMED_EXAMPLES, len(train))))
         start = time.perf_counter()
         with on_device(kept.model, device):
-            features = pooled_features(kept.model, sample)
+            features = frozen_features.pooled_features(kept.model, sample)
         if self.glue.is_regression:
             ridge_probe(features, sample.labels, features[:1])
         elif len(set(sample.labels.tolist())) > 1:

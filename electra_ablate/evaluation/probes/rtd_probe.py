@@ -49,11 +49,11 @@ from electra_ablate.data.corpus import corpus_source
 from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import file_hash
 from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
+from electra_ablate.evaluation.probes import frozen_features
 from electra_ablate.evaluation.probes.corruption_sources import BigramTable, corrupt, split_rows
 from electra_ablate.evaluation.probes.frozen_features import (
     detection_logits,
     on_device,
-    token_features,
     weights_digest,
 )
 from electra_ablate.evaluation.probes.linear_probe import detection_probe
@@ -209,7 +209,7 @@ def replaceable_features(
         if any(old[0] != key[0] for old in _FEATURES) or len(_FEATURES) >= len(SOURCES):
             _FEATURES.clear()  # another encoder (or settings): nothing to share any more
         with on_device(kept.model, device):
-            _FEATURES[key] = token_features(
+            _FEATURES[key] = frozen_features.token_features(
                 kept.model,
                 corrupted.corrupted,
                 text.token_type_ids,
