@@ -222,8 +222,7 @@ use the same statistic (``stats.MEDIAN_OF_MODEL_MEANS``)."""
 INTERVAL_COLUMNS = ("ci_low", "ci_high", "n_pretrain", "n_finetune")
 
 
-def score_aggregation():  # -> stats.Aggregation, imported lazily (scipy)
-
+def score_aggregation() -> stats.Aggregation:
     return stats.MEDIAN_OF_MODEL_MEANS
 
 

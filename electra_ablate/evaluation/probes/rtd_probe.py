@@ -50,7 +50,12 @@ from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import file_hash
 from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.probes import frozen_features
-from electra_ablate.evaluation.probes.corruption_sources import BigramTable, corrupt, split_rows
+from electra_ablate.evaluation.probes.corruption_sources import (
+    BigramTable,
+    CorruptedText,
+    corrupt,
+    split_rows,
+)
 from electra_ablate.evaluation.probes.frozen_features import (
     detection_logits,
     on_device,
@@ -70,7 +75,6 @@ if TYPE_CHECKING:
 
     from electra_ablate.backbone.tokens import Vocab
     from electra_ablate.checkpoints.kept import LoadedKept
-    from electra_ablate.evaluation.probes.corruption_sources import BigramTable, CorruptedText
 
 FAMILY = "rtd_probe"
 SOURCES: tuple[str, ...] = ("uniform", "unigram", "bigram")
