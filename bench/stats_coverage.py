@@ -1,4 +1,5 @@
-"""How often the intervals of ``electra_ablate.analysis.stats`` cover the truth, on simulated studies.
+"""How often the intervals of ``electra_ablate.analysis.stats`` cover the truth, on simulated
+studies.
 
 Each simulated study has two arms, A and B, whose per-task values follow a hierarchical model
 with a known difference: value = task mean + Δ·[arm A] + pre-training seed effect + fine-tuning

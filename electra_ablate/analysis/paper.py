@@ -17,46 +17,23 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from electra_ablate.analysis import stats
+from electra_ablate.evaluation.glue.data import FAMILY as GLUE_FAMILY
+from electra_ablate.evaluation.glue.published import PAPER as PAPER
+from electra_ablate.evaluation.glue.published import TABLE5_GLUE as TABLE5_GLUE
+from electra_ablate.evaluation.glue.published import TABLE5_NAMES as TABLE5_NAMES
+from electra_ablate.evaluation.glue.published import TABLE5_SOURCE as TABLE5_SOURCE
+from electra_ablate.infra.errors import AblateError
+from electra_ablate.pretraining.objective import get_objective
 
 if TYPE_CHECKING:  # frames only in annotations: a GPU node's job path has no polars
     import polars as pl
 
-PAPER = (
-    'Clark et al., "ELECTRA: Pre-training Text Encoders as Discriminators Rather Than '
-    'Generators", ICLR 2020'
-)
-
 
 def claims_family() -> str:
     """The task family whose aggregate the paper's numbers and claims are about (GLUE's
-    score); imported late, as the GLUE family imports this module for its Table 5."""
-    from electra_ablate.evaluation.glue import task as glue
+    score)."""
+    return GLUE_FAMILY
 
-    return glue.FAMILY
-
-
-TABLE5_SOURCE = (
-    f"{PAPER}, Table 5 (§3.5, compute-efficiency experiments): GLUE dev score, median of 10 "
-    "fine-tuning runs; base-size models (the §3.2 default; its BERT row equals BERT-Base's 82.2 "
-    "in Table 1)"
-)
-
-# Table 5, in the paper's column order (which is also its ranking).
-TABLE5_GLUE: dict[str, float] = {
-    "electra": 85.0,
-    "all_tokens_mlm": 84.3,
-    "replace_mlm": 82.4,
-    "electra_15": 82.4,
-    "bert_mlm": 82.2,
-}
-
-TABLE5_NAMES: dict[str, str] = {
-    "electra": "ELECTRA",
-    "all_tokens_mlm": "All-Tokens MLM",
-    "replace_mlm": "Replace MLM",
-    "electra_15": "ELECTRA 15%",
-    "bert_mlm": "BERT",
-}
 
 # §3.2: GLUE with a generator the size of the discriminator, 500k steps, by what G and D share.
 TYING_GLUE: dict[str, float] = {"none": 83.6, "embeddings": 84.3, "all": 84.4}
@@ -450,9 +427,6 @@ def arms_from_runs(runs: pl.DataFrame) -> dict[str, Arm]:
 def resolved_params(objective: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` with the objective's defaults filled in, as a run records them; as given when
     the objective is not registered here (e.g. the no-pre-training baseline)."""
-    from electra_ablate.infra.errors import AblateError
-    from electra_ablate.pretraining.objective import get_objective
-
     try:
         return get_objective(objective).Params.model_validate(dict(params)).model_dump()
     except (AblateError, ValueError):

@@ -18,8 +18,10 @@ from typing import Any
 
 import polars as pl
 
+from electra_ablate.analysis import stats
 from electra_ablate.analysis.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 from electra_ablate.evaluation.glue import task as glue
+from electra_ablate.evaluation.task import available_tasks, probe_tasks
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.layout import RESULTS_FILE
 from electra_ablate.infra.storage import atomic_file
@@ -115,8 +117,6 @@ def task_order_key(task: str) -> tuple[int, str]:
 
 
 def _registered_order() -> dict[str, int]:
-    from electra_ablate.evaluation.task import available_tasks
-
     try:
         return {name: i for i, name in enumerate(available_tasks())}
     except AblateError:  # a broken plugin must not stop a report from being read
@@ -223,9 +223,7 @@ use the same statistic (``stats.MEDIAN_OF_MODEL_MEANS``)."""
 INTERVAL_COLUMNS = ("ci_low", "ci_high", "n_pretrain", "n_finetune")
 
 
-def score_aggregation():  # -> stats.Aggregation, imported lazily (scipy)
-    from electra_ablate.analysis import stats
-
+def score_aggregation() -> stats.Aggregation:
     return stats.MEDIAN_OF_MODEL_MEANS
 
 
@@ -250,8 +248,6 @@ def score_intervals(results: pl.DataFrame) -> pl.DataFrame:
     """Per family, label and checkpoint: the 95% confidence interval of the per-model score
     (hierarchical bootstrap over pre-training, then fine-tuning seeds; ``stats.score``) and the
     numbers of pre-training and fine-tuning seeds behind it. NaN bounds: one model."""
-    from electra_ablate.analysis import stats
-
     rows = []
     aggregated = results.filter(pl.col("in_aggregate"))
     keys = ["family", "checkpoint_fraction"]
@@ -374,8 +370,6 @@ def probe_summary(tasks: pl.DataFrame) -> pl.DataFrame:
     ``tasks`` is ``task_scores``; which tasks are probes, the registry says
     (``evaluation.task.probe_tasks``). Reference scorers are rows of their own, their name as
     objective and label, fraction 0."""
-    from electra_ablate.evaluation.task import probe_tasks
-
     probes = probe_tasks(tasks["task"].unique(maintain_order=True).to_list())
     return (
         tasks.filter(pl.col("task").is_in(probes))

@@ -24,10 +24,9 @@ from safetensors.torch import save_file
 
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.tokens import SPECIAL_TOKENS
-from electra_ablate.checkpoints.kept import TOKENIZER_FILES, load_kept
+from electra_ablate.checkpoints.kept import TOKENIZER_FILES, KeptModel, load_kept
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.pretraining.objective import KeptModel
 
 ARCHITECTURES = {"discriminator": "ElectraForPreTraining", "mlm": "ElectraForMaskedLM"}
 EXPORTED_FILES = (

@@ -2,8 +2,8 @@
 
 A published encoder (``google/electra-small-discriminator``, ``bert-base-uncased``) then goes
 through exactly the fine-tuning recipe our own pre-trained encoders get, so it can stand beside
-them as a reference row. This is the reverse of ``electra_ablate.checkpoints.export`` and shares its name
-tables, so the two directions cannot drift apart.
+them as a reference row. This is the reverse of ``electra_ablate.checkpoints.export`` and shares
+its name tables, so the two directions cannot drift apart.
 
 Only the encoder is imported. Pre-training heads (ELECTRA's discriminator/generator heads, BERT's
 MLM and next-sentence heads) are not needed for fine-tuning and get a fresh, seeded head of the
@@ -39,10 +39,9 @@ from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder, MLMHead, TokenBinaryHead
 from electra_ablate.backbone.tokens import SPECIAL_TOKENS
 from electra_ablate.checkpoints.export import BLOCK_NAMES, EMBEDDING_NAMES
-from electra_ablate.checkpoints.kept import LoadedKept
+from electra_ablate.checkpoints.kept import KeptModel, LoadedKept
 from electra_ablate.data.tokenizer import load_vocab_file, save_tokenizer
 from electra_ablate.infra.errors import DataError, InputError
-from electra_ablate.pretraining.objective import KeptModel
 
 SUPPORTED_TYPES = ("electra", "bert")
 EXACT_GELU = ("gelu", "gelu_python")

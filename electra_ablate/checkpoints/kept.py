@@ -16,11 +16,12 @@ import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+from torch import nn
 
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder, MLMHead, TokenBinaryHead
@@ -28,7 +29,24 @@ from electra_ablate.checkpoints.kept_files import META_FILE, TOKENIZER_FILES, WE
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.manifest import MANIFEST, verify_manifest, write_manifest
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.pretraining.objective import KeptModel
+
+KeptRole = Literal["discriminator", "mlm"]
+"""What the kept head is: fine-tuning drops it, export writes ``ElectraForPreTraining`` for a
+discriminator and ``ElectraForMaskedLM`` for an MLM encoder."""
+KEPT_ROLES: tuple[str, ...] = get_args(KeptRole)
+
+
+@dataclass
+class KeptModel:
+    """What fine-tuning and export take from a pre-trained objective."""
+
+    encoder: Encoder
+    role: KeptRole
+    head: nn.Module
+
+    def __post_init__(self) -> None:
+        if self.role not in KEPT_ROLES:
+            raise ValueError(f"KeptModel role {self.role!r} is not one of {KEPT_ROLES}")
 
 
 @dataclass

@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
         if bundle is not None:
-            from electra_ablate.data.bundle import check_bundle_target
+            from electra_ablate.study.bundle import check_bundle_target
 
             check_bundle_target(bundle)
         prepared = prepare_study_data(study, progress=sys.stderr.isatty())
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         print_table(headers, tasks)
         typer.echo(f"data fingerprint {summary['fingerprint']} (in every run id of this data)")
         if bundle is not None:
-            from electra_ablate.data.bundle import bundle_size, write_bundle
+            from electra_ablate.study.bundle import bundle_size, write_bundle
 
             manifest = write_bundle(study, bundle)
             size = bundle_size(bundle) / 2**20

@@ -1,7 +1,7 @@
-"""Data bundles: a study's prepared data in one relocatable folder, for offline compute nodes.
+"""Data bundles, read: a study's prepared data in one relocatable folder, for offline nodes.
 
-``ablate data prepare SPEC --bundle DIR`` writes, for every data setting of the spec (each
-variant's corpus, tokenizer and sequence length):
+``ablate data prepare SPEC --bundle DIR`` (``electra_ablate.study.bundle``) writes, for every
+data setting of the spec (each variant's corpus, tokenizer and sequence length):
 
 - ``tokenizers/<key>/`` and ``pretraining/<key>/``: the tokenizer and the packed sequences,
   copied from the cache as they are, under the same names, so ``DIR`` is laid out as a data
@@ -25,15 +25,12 @@ the spec says of it except where its files live (``corpus.paths``, ``glue``, ``c
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
 from electra_ablate.infra.errors import DataError, InputError
-from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 
 BUNDLE_FILE = "bundle.json"
 BUNDLE_FORMAT = "electra-ablate data bundle"
@@ -124,82 +121,3 @@ def bundled_task_folder(family: str) -> Path | None:
     if root is None or not (root / family).is_dir():
         return None
     return root / family
-
-
-# ------------------------------------------------------------------------------ writing
-
-
-def write_bundle(spec: Any, out: Path, log: Any = print) -> dict[str, Any]:
-    """Prepare every data setting of ``spec`` (from the raw data, through the cache) and copy
-    it, with its tasks' data, into the bundle folder ``out``. Returns the manifest."""
-    from electra_ablate.data.packing import PackingConfig
-    from electra_ablate.data.pretraining import prepare_pretraining
-    from electra_ablate.evaluation.glue.data import locate_glue_task
-    from electra_ablate.evaluation.glue.task import FAMILY as GLUE_FAMILY
-    from electra_ablate.evaluation.task import get_task
-
-    out = Path(out)
-    check_bundle_target(out)
-    entries: list[dict[str, Any]] = []
-    tasks: dict[str, str] = {}
-    for _, variant in spec.variant_specs():
-        seq_len = variant.backbone_config().max_seq_len
-        prepared = prepare_pretraining(variant.data, seq_len, spec_dir=variant.spec_dir)
-        settings = data_settings(variant.data, seq_len, PackingConfig().as_dict())
-        entry = {
-            "settings": settings,
-            "tokenizer": f"tokenizers/{prepared.tokenizer_dir.name}",
-            "packed": f"pretraining/{prepared.packed_dir.name}",
-            "fingerprint": prepared.summary["fingerprint"],
-        }
-        if entry not in entries:
-            copy_folder(prepared.tokenizer_dir, out / entry["tokenizer"])
-            copy_folder(prepared.packed_dir, out / entry["packed"])
-            entries.append(entry)
-        for block in variant.evaluation_blocks():
-            for name in block.tasks:
-                task = get_task(name)
-                if task.family != GLUE_FAMILY:
-                    continue  # other families read no data files of the study
-                if variant.data.glue == "hub":
-                    raise InputError(
-                        "data.glue is 'hub': a bundle carries task files, so point data.glue at "
-                        "a local GLUE folder (hub parquet or GLUE tsv) to bundle it"
-                    )
-                _, folder = locate_glue_task(variant.data.glue, name, spec_dir=variant.spec_dir)
-                target = f"{GLUE_FAMILY}/{folder.name}"
-                if tasks.setdefault(name, target) != target:
-                    raise InputError(f"task {name}: two GLUE folders in one study cannot bundle")
-                copy_folder(folder, out / target, replace=True)
-    manifest = {
-        "format": BUNDLE_FORMAT,
-        "version": BUNDLE_VERSION,
-        "study": spec.name,
-        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "data": entries,
-        "tasks": tasks,
-    }
-    atomic_write_text(out / BUNDLE_FILE, json.dumps(manifest, indent=2))
-    return manifest
-
-
-def check_bundle_target(out: Path) -> None:
-    """A bundle is written into a new or empty folder, or over an earlier bundle."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--bundle {out} is a file, not a folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / BUNDLE_FILE).is_file():
-        raise InputError(f"--bundle {out} is a folder that is not a data bundle: choose another")
-
-
-def copy_folder(source: Path, target: Path, replace: bool = False) -> None:
-    """``source`` copied whole into ``target``. A cache entry already there is kept (it is named
-    by what it was built from: same name, same contents); ``replace``: copied again."""
-    if target.is_dir() and not replace:
-        return
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_dir(target) as tmp:
-        shutil.copytree(source, tmp, dirs_exist_ok=True)
-
-
-def bundle_size(root: Path) -> int:
-    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())

@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import torch
 from rich.console import Console
 
-from electra_ablate.backbone.tokens import SpecialTokens
+from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.data.batches import column_matrix
 from electra_ablate.data.bundle import active_bundle, bundled_pretraining, read_bundle
 from electra_ablate.data.config import DataSpec
@@ -122,6 +123,13 @@ def prepare_pretraining(
             }
             atomic_write_text(tmp / "summary.json", json.dumps(summary, indent=2))
     return load_prepared(tokenizer_dir, packed_dir)
+
+
+def data_vocab(data: PretrainingData) -> Vocab:
+    """Token frequencies of the packed training set: the unigram distribution objectives use."""
+    ids = column_matrix(data.train, "input_ids").ravel()
+    counts = torch.from_numpy(np.bincount(ids, minlength=data.vocab_size)[: data.vocab_size])
+    return Vocab(counts, data.special)
 
 
 def _packed_name(tokenizer: str, corpus_key: dict, max_seq_len: int, packing: PackingConfig) -> str:

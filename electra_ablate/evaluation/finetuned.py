@@ -15,8 +15,14 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import torch
+
+from electra_ablate.data.paths import file_hash
+from electra_ablate.evaluation.finetune.batching import as_examples
+from electra_ablate.evaluation.finetune.loop import finetune_task, supported_max_len
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings
 from electra_ablate.infra.errors import InputError
+from electra_ablate.pretraining.engine.precision import resolve_precision
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,18 +82,11 @@ class FinetunedTask(Task):
     def precision(self, settings: TaskSettings, device: Any) -> str | None:
         """The recipe's precision as ``finetune_task`` resolves it on ``device`` (auto: bf16 on
         CUDA, fp32 elsewhere)."""
-        import torch
-
-        from electra_ablate.pretraining.engine.precision import resolve_precision
-
         return resolve_precision(settings.recipe.precision, torch.device(device))
 
     def encoded(self, kept: LoadedKept, settings: TaskSettings) -> EncodedSplits:
         """The task's splits encoded with the kept encoder's own tokenizer, to the longest
         example the encoder and recipe take; cached per process by the tokenizer's contents."""
-        from electra_ablate.data.paths import file_hash
-        from electra_ablate.evaluation.finetune import supported_max_len
-
         tokenizer = Path(kept.tokenizer_dir) / "tokenizer.json"
         if not tokenizer.is_file():
             raise InputError(f"the kept encoder has no {tokenizer.name} to encode {self.name} with")
@@ -106,8 +105,6 @@ class FinetunedTask(Task):
         device: Any = "cpu",
         progress: Progress | None = None,
     ) -> dict[str, float]:
-        from electra_ablate.evaluation.finetune import as_examples, finetune_task
-
         encoded = self.encoded(kept, settings)
         evaluation = as_examples(encoded.validation).capped(settings.eval_cap)
         metrics = finetune_task(
@@ -118,8 +115,6 @@ class FinetunedTask(Task):
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """A short real fine-tune (``TIMED_EXAMPLES`` examples, one epoch), scaled to the
         capped training set and the recipe's epochs, plus one evaluation."""
-        from electra_ablate.evaluation.finetune import as_examples, finetune_task
-
         encoded = self.encoded(kept, settings)
         recipe = settings.recipe
         train = as_examples(encoded.train).capped(recipe.cap_for(self.name))

@@ -11,28 +11,36 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 
 def accuracy(predictions: np.ndarray, labels: np.ndarray) -> float:
+    from sklearn.metrics import accuracy_score  # heavy: only where a score is computed
+
     return 100.0 * float(accuracy_score(labels, predictions))
 
 
 def matthews(predictions: np.ndarray, labels: np.ndarray) -> float:
+    from sklearn.metrics import matthews_corrcoef
+
     return 100.0 * float(matthews_corrcoef(labels, predictions))
 
 
 def f1(predictions: np.ndarray, labels: np.ndarray) -> float:
     """F1 of the positive class (1), 0 when nothing is predicted positive."""
+    from sklearn.metrics import f1_score
+
     return 100.0 * float(f1_score(labels, predictions, zero_division=0.0))
 
 
 def spearman(predictions: np.ndarray, labels: np.ndarray) -> float:
+    from scipy.stats import spearmanr
+
     return _correlation(spearmanr, predictions, labels)
 
 
 def pearson(predictions: np.ndarray, labels: np.ndarray) -> float:
+    from scipy.stats import pearsonr
+
     return _correlation(pearsonr, predictions, labels)
 
 

@@ -6,7 +6,8 @@ checkpoint, task, seed and settings give the same job id and the same numbers fr
 A job id is a hash of everything that changes the result: the kept encoder's run and budget
 fraction, the task, the seed, the task's own identity (``Task.identity``: for a fine-tuned task
 the recipe and caps) and the task data's fingerprint under its family's name. The GLUE jobs of
-every study made before the evaluation seam keep their ids (``tests/study/test_pinned_identities.py``).
+every study made before the evaluation seam keep their ids
+(``tests/study/test_pinned_identities.py``).
 
 Also here: ``fresh_kept``, the one builder of a freshly initialised encoder, which is the
 no-pre-training baseline of a study, ``ablate finetune --from-scratch`` and the dry-run's timing
@@ -17,15 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.model import Encoder, MLMHead
+from electra_ablate.checkpoints.kept import KeptModel, LoadedKept, load_kept
 from electra_ablate.evaluation.task import Progress, Task, TaskSettings, get_task
 from electra_ablate.infra.errors import AblateError
-
-if TYPE_CHECKING:
-    from electra_ablate.backbone.config import BackboneConfig
-    from electra_ablate.checkpoints.kept import LoadedKept
-    from electra_ablate.pretraining.objective import KeptModel
+from electra_ablate.infra.identity import config_hash
 
 BASELINE_INIT_SEED = 0
 """The seed of the freshly initialised encoder in every no-pre-training row."""
@@ -71,8 +71,6 @@ def plan_job(
     fingerprint: str,
 ) -> EvaluationJob:
     """The job that evaluates the kept encoder of ``run_id`` at ``fraction``."""
-    from electra_ablate.study.units import config_hash
-
     identity = job_identity(run_id, fraction, task, seed, settings, fingerprint)
     return EvaluationJob(
         config_hash(identity), run_id, fraction, task.name, seed, settings, kept_dir
@@ -82,8 +80,6 @@ def plan_job(
 def reference_run_id(reference: str, data: str) -> str:
     """What a reference's rows are named by: the reference on one data setting (``data``, its
     fingerprint, which covers the tokenizer)."""
-    from electra_ablate.study.units import config_hash
-
     return config_hash({"reference": reference, "data": data})
 
 
@@ -98,8 +94,6 @@ def plan_reference_job(
 ) -> EvaluationJob:
     """The job that scores ``task``'s reference ``reference`` on one data setting (``data``: its
     fingerprint, which covers the tokenizer)."""
-    from electra_ablate.study.units import config_hash
-
     run_id = reference_run_id(reference, data)
     identity = {
         **job_identity(run_id, 0.0, task, seed, settings, fingerprint),
@@ -141,8 +135,6 @@ def run_job(
         record |= {"reference": job.reference, "step": 0, "flops_paper": 0.0, "flops_standard": 0.0}
     else:
         if kept is None:
-            from electra_ablate.checkpoints.kept import load_kept
-
             kept = load_kept(job.kept_dir)
         record |= {
             "step": kept.meta.get("step", 0),
@@ -172,9 +164,6 @@ def fresh_kept(backbone: BackboneConfig, seed: int = BASELINE_INIT_SEED) -> Kept
     """A freshly initialised encoder (and an MLM head, so that it saves and exports like any
     kept encoder): the same weights for the same backbone and seed, wherever it is built."""
     import torch
-
-    from electra_ablate.backbone.model import Encoder, MLMHead
-    from electra_ablate.pretraining.objective import KeptModel
 
     torch.manual_seed(seed)
     return KeptModel(Encoder(backbone), "mlm", MLMHead(backbone, backbone.embedding_size))

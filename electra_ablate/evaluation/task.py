@@ -1,4 +1,4 @@
-"""The evaluation contract and its entry-point registry: the twin of ``electra_ablate.pretraining.objective``.
+"""The evaluation contract and its entry-point registry.
 
 A *task* scores one kept encoder with one seed; a *family* is a set of tasks that share their
 data, how that data is fingerprinted, and an aggregate (GLUE's score). Families are discovered
@@ -16,13 +16,16 @@ The contract, in full. A ``TaskFamily`` has:
 - ``tasks()``: its tasks, in the order tables print them.
 - ``published`` (optional): published aggregate scores per objective, for reports.
 - ``in_aggregate(task)``: whether a task enters the aggregate (GLUE: all but WNLI). Every family
-  aggregates the same two ways (``electra_ablate.analysis.results``): per evaluated model, the mean over
-  its aggregated tasks of each task's headline metric; and the paper's way, each task's median
-  over seeds first, then the mean.
+  aggregates the same two ways (``electra_ablate.analysis.results``): per evaluated model, the
+  mean over its aggregated tasks of each task's headline metric; and the paper's way, each
+  task's median over seeds first, then the mean.
 - ``check(task, settings)``: the task's data is where ``settings`` points (cheap: ``ablate
   validate`` and ``ablate run`` call it before any compute).
 - ``fingerprint(task, settings)``: what the task's data is (file contents, not paths): part of
   every job's identity, so a job is redone exactly when its data changes.
+- ``bundle_folders(task, settings)`` (optional): the folders of the task's data files that
+  ``ablate data prepare --bundle`` copies for an offline node, by their place in the bundle
+  (default: none).
 
 A ``Task`` has:
 
@@ -210,6 +213,13 @@ class TaskFamily:
     def fingerprint(self, task: Task, settings: TaskSettings) -> str:
         """Data identity; a family whose tasks generate their data returns a constant."""
         return ""
+
+    def bundle_folders(self, task: Task, settings: TaskSettings) -> dict[str, Path]:
+        """The folders of ``task``'s data files that a data bundle carries for an offline node,
+        by where in the bundle the family's reader looks for them
+        (``electra_ablate.data.bundle.bundled_task_folder``: ``glue/RTE``); none (the default)
+        where the task reads no data files of the study (a probe of the pre-training text)."""
+        return {}
 
 
 # ------------------------------------------------------------------------------- registry

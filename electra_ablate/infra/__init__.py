@@ -6,6 +6,9 @@
 - ``manifest``: sha256 manifests of a folder's files;
 - ``threads``: torch's process-wide thread count, set and restored;
 - ``layout``: where a study's outputs live, every path built in one place;
+- ``identity``: what enters a run id and a job id (``config_hash``, ``IDENTITY_EXCLUDED``);
 - ``tables``: terminal tables that never cut a name;
-- ``progress``: progress lines on stderr (live on a terminal, plain in logs).
+- ``progress``: progress lines on stderr (live on a terminal, plain in logs);
+- ``layers``: the wings in layer order, which ``tests/test_layout.py`` holds the imports to;
+- ``moved``: the pre-0.3 module paths, still importable with a ``DeprecationWarning``.
 """

@@ -45,7 +45,7 @@ class PretrainSpec(BaseModel):
         default_factory=lambda: [0], min_length=1, description="one run per objective and seed"
     )
     # Below: how a run reports and where it runs. None of it changes the trained weights, so
-    # none of it is part of a run's identity (``electra_ablate.study.units.IDENTITY_EXCLUDED``).
+    # none of it is part of a run's identity (``electra_ablate.infra.identity.IDENTITY_EXCLUDED``).
     log_every: int = Field(50, gt=0, description="steps per logged (averaged) metrics row")
     eval_batches: int = Field(8, ge=0, description="held-out batches evaluated at checkpoints")
     resume_every: int = Field(

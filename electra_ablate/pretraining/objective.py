@@ -42,8 +42,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
 from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.model import Encoder
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+
+# what an objective keeps is the checkpoints wing's: named here too, as part of the contract
+from electra_ablate.checkpoints.kept import KEPT_ROLES as KEPT_ROLES
+from electra_ablate.checkpoints.kept import KeptModel
+from electra_ablate.checkpoints.kept import KeptRole as KeptRole
 from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 from electra_ablate.pretraining.config import PriorKind
 
@@ -61,11 +65,6 @@ HeadKind = Literal["mlm", "binary", "none"]
 ``binary`` the discriminator's per-token logit, ``none`` no head. An objective's own extra layers
 are not kinds here: it declares their cost itself (``ModelPass.extra_linears``)."""
 HEAD_KINDS: tuple[str, ...] = get_args(HeadKind)
-
-KeptRole = Literal["discriminator", "mlm"]
-"""What the kept head is: fine-tuning drops it, export writes ``ElectraForPreTraining`` for a
-discriminator and ``ElectraForMaskedLM`` for an MLM encoder."""
-KEPT_ROLES: tuple[str, ...] = get_args(KeptRole)
 
 # PriorKind (``electra_ablate.pretraining.config``): output layers that ``pretrain.prior_bias``
 # can start at the data's priors: the main model's MLM heads, a generator's MLM head, and binary
@@ -215,19 +214,6 @@ class ModelPass:
         for layer in self.extra_linears:
             if len(layer) != 2 or any(not isinstance(n, int) or n < 1 for n in layer):
                 raise ValueError(f"ModelPass extra_linears {layer!r} is not (inputs, outputs)")
-
-
-@dataclass
-class KeptModel:
-    """What fine-tuning and export take from a pre-trained objective."""
-
-    encoder: Encoder
-    role: KeptRole
-    head: nn.Module
-
-    def __post_init__(self) -> None:
-        if self.role not in KEPT_ROLES:
-            raise ValueError(f"KeptModel role {self.role!r} is not one of {KEPT_ROLES}")
 
 
 @dataclass(frozen=True)

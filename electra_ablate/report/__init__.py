@@ -14,7 +14,8 @@ model left its prior. An author's reading goes in through ``--notes``.
   ``summary.csv`` beside ``report.md``);
 - ``verdicts``: scores and paired differences with CIs, the paper's claims and seed plans;
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
-- ``plots``: the figures; ``compare``: ``ablate compare``.
+- ``plots``: the figures; ``markdown``: tables and numbers as markdown;
+- ``compare``: ``ablate compare``.
 """
 
 from __future__ import annotations
@@ -68,7 +69,8 @@ from electra_ablate.report.pretraining import (
 )
 from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.report.source import keep_notes, keep_tables, read_tables
-from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, claims_section
+from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, claims_section, compare
+from electra_ablate.study.survey import survey
 
 BASELINE_OBJECTIVE = "none"
 
@@ -156,8 +158,6 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         plot_pretrain_curves(metrics, curve_colors(metrics, colors), out_dir, panels, SMOOTHING)
         final_scores = None
         if first_scores is not None:
-            from electra_ablate.report.verdicts import compare
-
             family, values = first_scores
             compared = compare(values)
             final_scores = (
@@ -259,8 +259,6 @@ def curve_notes(runs: pl.DataFrame | None) -> list[str]:
 
 def kept_section(run_dir: Path) -> str | None:
     """The kept encoders of finished units that are missing or fail their checksums."""
-    from electra_ablate.study.survey import survey
-
     problems = survey(run_dir).kept_problems
     if not problems:
         return None

@@ -30,6 +30,7 @@ from electra_ablate.evaluation.task import describe_family
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import safe_name
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
+from electra_ablate.report import writable_folder
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 from electra_ablate.report.plots import (
     BASELINE_COLOR,
@@ -83,7 +84,6 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
     frames = {name: scored(source) for name, source in zip(names, sources, strict=True)}
     sections, long_rows, plotted = [], [], []
     out_dir = Path(out_dir) if out_dir is not None else default_out(names)
-    from electra_ablate.report import writable_folder
 
     writable_folder(out_dir)
     for family_name in families_in_order(pl.concat([f.select("family") for f in frames.values()])):

@@ -13,6 +13,7 @@ from electra_ablate.analysis.results import ordered_tasks
 from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import probe_tasks
+from electra_ablate.infra.identity import REPORTING_FIELDS
 from electra_ablate.pretraining.objective import params_departures
 from electra_ablate.report.markdown import (
     NO_VALUE,
@@ -25,14 +26,6 @@ from electra_ablate.report.markdown import (
 )
 from electra_ablate.study.packs import data_fingerprints
 
-REPORTING_FIELDS = (
-    "seeds",
-    "log_every",
-    "eval_batches",
-    "resume_every",
-    "num_threads",
-    "tensorboard",
-)
 PAPER_DROPOUT = 0.1
 
 

@@ -21,7 +21,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 from electra_ablate.analysis.results import constant_tasks, ordered_tasks
 from electra_ablate.evaluation.task import TaskFamily
 from electra_ablate.infra.storage import atomic_file
-from electra_ablate.pretraining.objective import KIND_PRIOR, metric_kind
+from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KIND_PRIOR, metric_kind
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
 FLOPS_LABEL = "pre-training FLOPs (paper convention)"
@@ -97,8 +97,6 @@ def objective_order() -> list[str]:
     """Every registered objective, the toolkit's own first, then plugins', each by name: the
     order that fixes each objective's colour (names only: no objective is imported)."""
     from importlib.metadata import entry_points
-
-    from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP
 
     found = entry_points(group=ENTRY_POINT_GROUP)
     own = sorted(ep.name for ep in found if ep.dist and ep.dist.name == TOOLKIT_DISTRIBUTION)

@@ -28,6 +28,7 @@ from electra_ablate.infra.layout import (
     TABLE_FILES,
     StudyLayout,
 )
+from electra_ablate.infra.storage import atomic_file, atomic_write_text
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,6 @@ def has_rows(path: Path) -> bool:
 def keep_tables(source: Path, out_dir: Path) -> list[str]:
     """Copy the source's tables and ``study.json`` into the report folder (atomically; nothing
     to do when they are the same folder). Returns the table files the report folder holds."""
-    from electra_ablate.infra.storage import atomic_file
-
     kept = []
     for name in (*TABLE_FILES, STUDY_FILE):
         src, dst = source / name, out_dir / name
@@ -143,8 +142,6 @@ def keep_tables(source: Path, out_dir: Path) -> list[str]:
 def keep_notes(notes: Path | None, out_dir: Path) -> None:
     """The notes a report includes go beside it as ``notes.md``, so regenerating the report
     folder keeps them."""
-    from electra_ablate.infra.storage import atomic_write_text
-
     if notes is None:
         return
     dst = out_dir / NOTES_FILE

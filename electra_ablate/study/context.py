@@ -11,13 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.data.batches import column_matrix
-from electra_ablate.data.pretraining import PretrainingData, prepare_pretraining
+from electra_ablate.data.pretraining import PretrainingData, data_vocab, prepare_pretraining
 from electra_ablate.evaluation.run import (
     EvaluationJob,
     plan_job,
@@ -268,10 +266,3 @@ class Study:
                 self.dist.barrier()
             self._data[key] = VariantData(data, data_vocab(data))
         return self._data[key]
-
-
-def data_vocab(data: PretrainingData) -> Vocab:
-    """Token frequencies of the packed training set: the unigram distribution objectives use."""
-    ids = column_matrix(data.train, "input_ids").ravel()
-    counts = torch.from_numpy(np.bincount(ids, minlength=data.vocab_size)[: data.vocab_size])
-    return Vocab(counts, data.special)

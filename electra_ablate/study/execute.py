@@ -11,20 +11,24 @@ import json
 import shutil
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from electra_ablate.checkpoints.kept import save_kept
 from electra_ablate.checkpoints.kept_files import kept_problem
-from electra_ablate.data.batches import PackedBatches
-from electra_ablate.evaluation.run import EvaluationJob, fresh_kept, run_job
+from electra_ablate.evaluation.run import EvaluationJob, run_job
+from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressMode
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.pretraining.engine.distributed import Distributed
-from electra_ablate.pretraining.engine.metrics_log import log_finetune_scalars
-from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
-from electra_ablate.pretraining.objective import Objective
+from electra_ablate.pretraining.engine.metrics_log import log_scalars
+from electra_ablate.pretraining.engine.trainer import Trainer
+from electra_ablate.study.building import (
+    pretrain_run,
+    unfinished_jobs,
+    write_baseline_kept,
+    write_run_json,
+)
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, record_problem, warn
@@ -74,68 +78,11 @@ def pretrain(
     return summary
 
 
-def write_run_json(unit: RunUnit) -> None:
-    """``run.json``: the config the run's id is a hash of."""
-    atomic_write_text(unit.layout.run_json, json.dumps(unit.config, indent=2, default=str))
-
-
-def pretrain_run(
-    study: Study,
-    unit: RunUnit,
-    objective: Objective,
-    layout: RunLayout,
-    dist: Distributed | None = None,
-) -> PretrainRun:
-    """What the trainer needs to train ``unit`` into ``layout`` (its own folder, or a scratch
-    folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``)."""
-    data, spec = study.data(unit.spec).data, unit.spec
-    dist = dist or study.dist
-    per_rank = spec.pretrain.batch_size // dist.world_size
-    return PretrainRun(
-        spec=spec.pretrain,
-        plan=unit.plan,
-        layout=layout,
-        seed=unit.seed,
-        train_batches=PackedBatches(data.train, per_rank, unit.seed, dist.rank, dist.world_size),
-        heldout_batches=PackedBatches(data.heldout, per_rank, 0, dist.rank, dist.world_size),
-        tokenizer_dir=data.tokenizer_dir,
-        meta=run_meta(unit, objective),
-    )
-
-
-def run_meta(unit: RunUnit, objective: Objective) -> dict[str, Any]:
-    """What every kept encoder of the run records about it (``kept.json``)."""
-    return {
-        "objective": unit.objective,
-        "label": unit.label,
-        "params": objective.params.model_dump(),
-        "run_id": unit.run_id,
-        "seed": unit.seed,
-    }
-
-
 def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
     """Save the variant's backbone, freshly initialised, as a checkpoint to fine-tune."""
     if not unit.done:
         write_baseline_kept(study, unit)
     return {"status": "done", "message": "", "steps": 0, "flops_paper": 0.0, "flops_standard": 0.0}
-
-
-def write_baseline_kept(study: Study, unit: BaselineUnit) -> None:
-    """The baseline's kept encoder: seeded, so writing it again gives the same bytes."""
-    data = study.data(unit.spec).data
-    backbone = study.backbone(unit.spec)
-    kept = fresh_kept(backbone, unit.seed)
-    meta = {
-        "objective": unit.objective,
-        "label": unit.label,
-        "run_id": unit.run_id,
-        "fraction": BASELINE_FRACTION,
-        "step": 0,
-        "flops_paper": 0.0,
-        "flops_standard": 0.0,
-    }
-    save_kept(unit.kept_dir(BASELINE_FRACTION), kept, data.tokenizer_dir, meta)
 
 
 def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **kw: Any) -> dict:
@@ -221,6 +168,19 @@ def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     return record
 
 
+def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
+    """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
+    step of its checkpoint, tagged ``<family>/<task>/<metric>/seed<n>``, so GLUE (or any
+    family's) curves sit beside the pre-training ones."""
+    family = get_task(record["task"]).family
+    scalars = {
+        f"{family}/{record['task']}/{metric}/seed{record['seed']}": value
+        for metric, value in record["metrics"].items()
+        if metric not in RECORD_FIELDS
+    }
+    log_scalars(directory, scalars, record["step"])
+
+
 def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
     """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone)."""
     jobs = study.jobs(unit)
@@ -237,11 +197,6 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
             )
         records.append(record)
     return records
-
-
-def unfinished_jobs(study: Study, jobs: list[EvaluationJob]) -> list[EvaluationJob]:
-    """The jobs with no record yet (done, skipped and failed evaluations all leave one)."""
-    return [j for j in jobs if not study.layout.finetune_record(j.job_id).exists()]
 
 
 def all_finetuned(study: Study, unit: Unit) -> bool:

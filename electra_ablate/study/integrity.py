@@ -30,14 +30,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.checkpoints.kept import LoadedKept, load_kept
+from electra_ablate.checkpoints.kept import LoadedKept, load_kept, save_kept
 from electra_ablate.checkpoints.kept_files import WEIGHTS_FILE, kept_problem
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.locks import FolderLock
 from electra_ablate.infra.manifest import MANIFEST, read_manifest
 from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
+from electra_ablate.infra.threads import torch_threads
+from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.metrics_log import metrics_problem
+from electra_ablate.pretraining.engine.state import verify_state
+from electra_ablate.pretraining.engine.trainer import Trainer
+from electra_ablate.study.building import (
+    pretrain_run,
+    run_meta,
+    unfinished_jobs,
+    write_baseline_kept,
+    write_run_json,
+)
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import (
     FINETUNE_KEYS,
@@ -46,6 +57,7 @@ from electra_ablate.study.records import (
     record_problem,
     warn,
 )
+from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.units import (
     BASELINE_FRACTION,
     BaselineUnit,
@@ -77,8 +89,6 @@ def check_unit_records(unit: Unit) -> None:
     if isinstance(unit, RunUnit):
         _, problem = record_problem(layout.run_json, ())
         if problem is not None:
-            from electra_ablate.study.execute import write_run_json
-
             quarantine(layout.run_json, problem, redo="it is written again")
             write_run_json(unit)
 
@@ -139,7 +149,6 @@ def rebuild_curve(study: Study, unit: RunUnit, log: Log) -> None:
 def check_kept(study: Study, unit: Unit) -> None:
     """Verify the unit's kept encoders: a legacy one is sealed, a damaged one rebuilt if a
     fine-tune still needs it, else named."""
-    from electra_ablate.study.execute import unfinished_jobs
 
     needed = {job.fraction for job in unfinished_jobs(study, study.jobs(unit))}
     for fraction in kept_fractions(unit):
@@ -183,9 +192,6 @@ def rebuild_kept(study: Study, unit: Unit, fraction: float, problem: str) -> Non
     """Write the unit's kept encoder at ``fraction`` again: the baseline's is seeded; a run's
     comes from its training state at exactly that step, or from re-training the run to that
     step in a scratch folder. One process at a time (the unit's lock)."""
-    from electra_ablate.pretraining.engine.state import verify_state
-    from electra_ablate.study.execute import write_baseline_kept
-
     target = unit.kept_dir(fraction)
     lock = FolderLock(unit.layout.lock)
     lock.acquire(wait=True)
@@ -233,9 +239,6 @@ def kept_from_state(study: Study, unit: RunUnit, state: Path, fraction: float) -
     """The kept encoder the run saved at ``state``'s step, from that state's weights."""
     from safetensors.torch import load_model
 
-    from electra_ablate.checkpoints.kept import save_kept
-    from electra_ablate.study.execute import run_meta
-
     objective = study.build(unit)
     counters = json.loads((state / "trainer.json").read_text())
     objective.enter_stage(counters["stage"])  # as resuming does: the stage sets what is kept
@@ -261,11 +264,6 @@ def train_in_scratch(
 ) -> dict[str, Any]:
     """Train ``unit`` into ``scratch`` (to ``stop_at``) in this one process, with the thread
     count the run was trained with where it recorded one (the same arithmetic)."""
-    from electra_ablate.infra.threads import torch_threads
-    from electra_ablate.pretraining.engine.distributed import Distributed
-    from electra_ablate.pretraining.engine.trainer import Trainer
-    from electra_ablate.study.execute import pretrain_run
-
     done = read_record(unit.layout.done, set_aside=False) or {}
     threads = done.get("threads") if isinstance(done.get("threads"), int) else None
     with torch_threads(threads):
@@ -281,8 +279,6 @@ def train_in_scratch(
 def seed_scratch(layout: RunLayout, scratch: RunLayout, step: int) -> None:
     """Start a scratch re-training from the run's newest verified state at or before ``step``
     (resuming is exact), unless the scratch folder has a state of its own already."""
-    from electra_ablate.pretraining.engine.state import verify_state
-
     if list(scratch.states.glob("step-*")):
         return
     usable = [
@@ -325,8 +321,6 @@ def repair_kept_folder(kept_dir: Path) -> bool:
     """Rebuild a missing or damaged kept encoder that belongs to a study folder (for ``ablate
     export``): the study is read back from its ``study.json``. False when the folder is not a
     study's or is healthy; an error when it cannot be rebuilt."""
-    from electra_ablate.study.spec import StudySpec
-
     kept_dir = Path(kept_dir)
     problem = kept_problem(kept_dir)
     run_root = kept_dir.parent.parent

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate import __version__
-from electra_ablate.data.bundle import write_bundle
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
+from electra_ablate.study.bundle import write_bundle
 from electra_ablate.study.spec import load_spec
 
 KIT_FILE = "kit.json"

@@ -35,7 +35,10 @@ from typing import Any
 
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.progress import ProgressMode
+from electra_ablate.infra.threads import torch_threads
 from electra_ablate.study.context import Study
+from electra_ablate.study.execute import finetune, run_unit
+from electra_ablate.study.records import warnings_to
 from electra_ablate.study.spec import LauncherSpec, StudySpec
 from electra_ablate.study.units import Unit
 
@@ -122,10 +125,6 @@ class PretrainJob(UnitJob):
         self.setup, self.index, self.run_id, self.tasks = setup, index, run_id, tasks
 
     def __call__(self) -> dict[str, Any]:
-        from electra_ablate.infra.threads import torch_threads
-        from electra_ablate.study.execute import run_unit
-        from electra_ablate.study.records import warnings_to
-
         if self.tasks > 1:  # one task per GPU: the process group torchrun would make
             from submitit.helpers import TorchDistributedEnvironment
 
@@ -145,10 +144,6 @@ class FinetuneJob(UnitJob):
         self.setup, self.index, self.run_id, self.job_ids = setup, index, run_id, job_ids
 
     def __call__(self) -> list[dict[str, Any]]:
-        from electra_ablate.infra.threads import torch_threads
-        from electra_ablate.study.execute import finetune
-        from electra_ablate.study.records import warnings_to
-
         with torch_threads(self.setup.spec.pretrain.num_threads):
             study, unit = self.setup.open(self.index, self.run_id)
             if not unit.done:  # its run failed or did not finish: nothing to evaluate

@@ -25,12 +25,16 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.layout import KEPT_META, REPORT_FILE, RunLayout, StudyLayout
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
+from electra_ablate.pretraining.engine.plan import RunPlan
+from electra_ablate.study.context import Study
+from electra_ablate.study.execute import run_unit
 from electra_ablate.study.packs import (
     data_fingerprints,
     first_difference,
@@ -40,11 +44,10 @@ from electra_ablate.study.packs import (
     spec_fingerprint,
     study_identity,
 )
-
-if TYPE_CHECKING:
-    from electra_ablate.pretraining.engine.plan import RunPlan
-    from electra_ablate.study import Study
-    from electra_ablate.study.units import Unit
+from electra_ablate.study.runner import PENDING_SUMMARY
+from electra_ablate.study.spec import parse_spec
+from electra_ablate.study.tables import write_tables
+from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, Unit, variant_label
 
 VOLATILE = frozenset({"wall_s", "wall_seconds", "train_seconds", "tokens_per_s", "message"})
 """Record keys that say how long a unit took, or where it was copied from, not what it computed:
@@ -344,8 +347,6 @@ def study_units(study: Study, ids: dict, final: dict[str, UnitCopy]) -> tuple[li
     """The spec's units in ``Study.prepare``'s order, named by the ids the runs tables give,
     with the checkpoints their kept folders record (no plan: nothing trains them). Returns
     them and how many units of the spec no runs table names."""
-    from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, variant_label
-
     units: list[Unit] = []
     unknown = 0
     for variant, spec in study.spec.variant_specs():
@@ -375,8 +376,6 @@ def study_units(study: Study, ids: dict, final: dict[str, UnitCopy]) -> tuple[li
 def recorded_plan(files: dict[str, bytes], done: str) -> RunPlan:
     """What the tables need of a run's plan, as its files record it: its steps (``done.json``:
     its curve must reach them to be trusted) and its checkpoints (the kept folders)."""
-    from electra_ablate.pretraining.engine.plan import RunPlan
-
     try:
         steps = int(json.loads(files[done])["steps"]) if done in files else 0
     except (ValueError, KeyError, TypeError):
@@ -398,8 +397,6 @@ def choose_records(
 ) -> dict[str, list[dict[str, Any]]]:
     """Per finished unit, the record of each of its fine-tunes (checkpoint, task, seed) that
     the target will hold, in ``Study.jobs``' order, as ``--collect`` would read them."""
-    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
-
     by_slot: dict[Slot, list[UnitCopy]] = {}
     for copy in final.values():
         if copy.is_finetune:
@@ -527,9 +524,6 @@ def is_folder(path: Path, folder: Path) -> bool:
 def recorded_study(base: Source, into: Path) -> Study:
     """The study as ``base``'s study.json records it, writing into ``into``: its spec resolved
     again (so a unit's variant spec and fine-tune settings are exactly the run's), no data."""
-    from electra_ablate.study import Study
-    from electra_ablate.study.spec import parse_spec
-
     spec = parse_spec(base.study["spec"], source=f"{base.name}: study.json")
     spec_path = Path(base.study.get("spec_path") or ".")
     overrides = base.study.get("overrides") or {}
@@ -551,11 +545,6 @@ def rebuild_tables(
     study: Study, units: list[Unit], chosen: dict[str, list[dict[str, Any]]]
 ) -> dict[str, int]:
     """The three tables, from the records now in the target, as ``--collect`` writes them."""
-    from electra_ablate.study.execute import run_unit
-    from electra_ablate.study.runner import PENDING_SUMMARY
-    from electra_ablate.study.tables import write_tables
-    from electra_ablate.study.units import RunUnit
-
     summaries, records = [], []
     for unit in units:
         if unit.done:

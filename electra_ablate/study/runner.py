@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
@@ -31,15 +31,14 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.integrity import check_study
+from electra_ablate.study.launch import LaunchOptions, StudySetup, launch_units
 from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.spec import StudySpec
+from electra_ablate.study.tables import write_tables  # polars: only for the tables
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
-
-if TYPE_CHECKING:
-    from electra_ablate.study.launch import LaunchOptions
 
 PENDING_SUMMARY = {"status": "pending", "message": "not finished yet"}
 """What the runs table says of a unit with no outcome on disk yet."""
@@ -138,8 +137,6 @@ def run_launched(
 ) -> bool:
     """The units as cluster jobs; then (unless ``--no-wait``) the tables, and the failures by
     unit with their jobs' logs."""
-    from electra_ablate.study.launch import StudySetup, launch_units
-
     units, mine = planned_units(study, mode, log, shard)
     setup = StudySetup(
         study.spec,
@@ -233,8 +230,6 @@ def run_locked(
     if shard is not None:
         write_collected(study, every, started, log)
     else:
-        from electra_ablate.study.tables import write_tables  # polars: only for the tables
-
         write_tables(study, summaries, records)
         finished = time.time()
         write_study_json(study, started, finished)
@@ -293,8 +288,6 @@ def divergence_line(unit: Unit, diverged: dict) -> str:
 
 def collect_finished(study: Study, units: list, started: float, log: Callable[[str], None]) -> bool:
     """Tables from finished units and their finished fine-tunes only; True if nothing is pending."""
-    from electra_ablate.study.tables import write_tables
-
     summaries, records = [], []
     for unit in units:  # damaged records are named and left in place: this only reads
         done = unit.done and (  # a baseline or a reference has no done.json: nothing trains

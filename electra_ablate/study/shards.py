@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from electra_ablate.infra.errors import InputError
 from electra_ablate.study.units import Unit
+from electra_ablate.study.workers import unit_cost
 
 SHARD_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
 
@@ -66,7 +67,5 @@ def split_units(
 
 def shard_units(units: list[Unit], shard: Shard, finetunes: Callable[[Unit], int]) -> list[Unit]:
     """This shard's units, in plan order."""
-    from electra_ablate.study.workers import unit_cost
-
     indices = split_units(units, shard.count, unit_cost, finetunes)[shard.index - 1]
     return [units[i] for i in indices]

@@ -32,10 +32,20 @@ from pydantic import (
 )
 
 from electra_ablate.backbone.config import BackboneConfig, preset
+from electra_ablate.data.bundle import active_bundle, bundled_pretraining
 from electra_ablate.data.config import DataSpec
+from electra_ablate.data.corpus import corpus_source
+from electra_ablate.data.packing import PackingConfig
+from electra_ablate.data.paths import resolve_path
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.evaluation.task import TaskSettings, available_tasks, family_of, get_task
 from electra_ablate.infra.errors import AblateError, InputError, SpecError, did_you_mean
 from electra_ablate.pretraining.config import PretrainSpec
+from electra_ablate.pretraining.objective import (
+    available_objectives,
+    import_objective,
+    is_import_path,
+)
 
 # A study name, objective label or variant label becomes part of a path, so it must be one path
 # component that stays inside the output folder: letters, digits, `_`, `=` and `-`, with single
@@ -193,8 +203,6 @@ class EvaluationSpec(FinetuneSpec):
     @field_validator("params")
     @classmethod
     def _params_validate(cls, params: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        from electra_ablate.evaluation.task import get_task
-
         for name, values in params.items():
             check_task_name(name)
             model = get_task(name).Params
@@ -226,8 +234,6 @@ def check_task_names(tasks: list[str], needs: str | None = None) -> None:
 
 def check_task_name(task: str, needs: str | None = None) -> None:
     """A registered task (any family), and one that ``needs`` that, when given."""
-    from electra_ablate.evaluation.task import available_tasks
-
     tasks = available_tasks()
     if task not in tasks:
         hint = did_you_mean(task, tasks) or f"; choose from {', '.join(tasks)}"
@@ -564,12 +570,6 @@ def objective_errors(entries: list[Any]) -> list[str]:
     (with a "did you mean"), params the objective rejects. Reads the raw entries, so it runs
     even when the rest of the spec has errors; entries pydantic rejects outright are left to it.
     """
-    from electra_ablate.pretraining.objective import (
-        available_objectives,
-        import_objective,
-        is_import_path,
-    )
-
     try:
         registered = available_objectives()
     except AblateError as exc:
@@ -607,12 +607,6 @@ def objective_errors(entries: list[Any]) -> list[str]:
 def check_data_sources(spec: StudySpec, source: str) -> None:
     """What ``run`` would otherwise reject minutes later: unset ``${VAR}``s, corpus paths that
     match nothing, a missing vocab file, task data not found where the spec points."""
-    from electra_ablate.data.bundle import active_bundle, bundled_pretraining
-    from electra_ablate.data.corpus import corpus_source
-    from electra_ablate.data.packing import PackingConfig
-    from electra_ablate.data.paths import resolve_path
-    from electra_ablate.evaluation.task import family_of, get_task
-
     dumped = spec.model_dump(mode="json")
     bundle = active_bundle()  # a data bundle stands in for the data's files (data/bundle.py)
     for variable, where in unset_env(dumped):
@@ -641,8 +635,6 @@ def check_data_sources(spec: StudySpec, source: str) -> None:
 def task_settings(spec: StudySpec, block: FinetuneSpec, task: str) -> Any:
     """What ``task`` is told about the study besides the encoder and the seed
     (``evaluation.task.TaskSettings``): where the data lives, the recipe, its caps, its params."""
-    from electra_ablate.evaluation.task import TaskSettings
-
     return TaskSettings(
         sources=spec.data.model_dump(mode="json"),
         spec_dir=spec.spec_dir,

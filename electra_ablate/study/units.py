@@ -13,39 +13,18 @@ identity.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from electra_ablate.infra.identity import IDENTITY_EXCLUDED as IDENTITY_EXCLUDED
+from electra_ablate.infra.identity import config_hash as config_hash
 from electra_ablate.infra.layout import BASELINE_FRACTION, RunLayout
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.study.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
-IDENTITY_EXCLUDED = frozenset(
-    {
-        "seeds",
-        "log_every",
-        "eval_batches",
-        "resume_every",
-        "num_threads",
-        "tensorboard",
-        "deterministic",
-        "precision",
-        "compile",
-    }
-)
-"""``pretrain`` fields that say how a run reports or runs, not what it learns. ``precision`` is
-here as the device is (``auto`` already meant bf16 on CUDA and fp32 on the CPU): each run
-records the precision it trained in (its summary, ``precision``)."""
-
 BASELINE_OBJECTIVE = "none"
 BASELINE_LABEL = "no pre-training"
-
-
-def config_hash(config: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def variant_label(label: str, variant: str | None) -> str:

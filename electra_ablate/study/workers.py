@@ -34,8 +34,9 @@ import torch
 
 from electra_ablate.infra.progress import ProgressMode, format_duration
 from electra_ablate.infra.storage import atomic_write_text
+from electra_ablate.study.building import unfinished_jobs
 from electra_ablate.study.context import Study
-from electra_ablate.study.execute import all_finetuned, finetune, run_unit, unfinished_jobs
+from electra_ablate.study.execute import all_finetuned, finetune, run_unit
 from electra_ablate.study.records import warnings_to
 from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.units import RunUnit, Unit

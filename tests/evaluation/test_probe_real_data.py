@@ -10,7 +10,7 @@ import pytest
 
 from electra_ablate.data.batches import column_matrix
 from electra_ablate.data.config import DataSpec
-from electra_ablate.data.pretraining import prepare_pretraining
+from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.probes.corruption_sources import (
     CORRUPTION_SOURCES,
     BigramTable,
@@ -21,7 +21,6 @@ from electra_ablate.evaluation.probes.reference_detectors import (
     TokenIdentityDetector,
     bigram_detector_scores,
 )
-from electra_ablate.study.context import data_vocab
 
 pytestmark = pytest.mark.slow
 

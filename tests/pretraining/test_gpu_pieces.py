@@ -14,9 +14,9 @@ import torch
 from engine_helpers import CFG, UNIFORM, DeterministicMLM, SyntheticBatches, make_trainer
 from torch.overrides import TorchFunctionMode
 
+from electra_ablate.infra.identity import IDENTITY_EXCLUDED
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.objective import ObjectiveParams
-from electra_ablate.study.units import IDENTITY_EXCLUDED
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -10,7 +10,8 @@ import pytest
 from engine_helpers import make_trainer
 
 from electra_ablate.infra.errors import InputError
-from electra_ablate.pretraining.engine.metrics_log import log_finetune_scalars, tensorboard_writer
+from electra_ablate.pretraining.engine.metrics_log import tensorboard_writer
+from electra_ablate.study.execute import log_finetune_scalars
 
 
 def scalars(directory) -> dict[str, list[tuple[int, float]]]:

@@ -1,6 +1,11 @@
-"""GLUE data: loading (hub, hub-parquet folder or classic GLUE tsv), fingerprinting, encoding.
+"""GLUE's nine tasks and their data: every per-task fact, loading, fingerprinting, encoding.
 
-The tasks themselves (fields, labels, layouts, metrics) are ``electra_ablate.evaluation.glue.task``.
+A ``GlueTask`` is what the family (``electra_ablate.evaluation.glue.task``) registers: its text
+fields, label count, file layouts and metrics as the ELECTRA paper reports them (Matthews
+correlation for CoLA, Spearman for STS-B, accuracy elsewhere, MRPC and QQP with F1 beside, MNLI
+scored on its matched dev set), the headline metric first. The facts and the reading of the
+files sit in one module because each needs the other: a task encodes its data, and the readers
+look tasks up by name.
 
 Whatever the source, a task loads as ``{"train", "validation"}`` Arrow tables with the hub's
 column names and types (text columns, ``label`` int64 or float32 for STS-B, ``idx`` int32), so
@@ -14,7 +19,7 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -24,10 +29,143 @@ import pyarrow.parquet as pq
 from electra_ablate.data.bundle import bundled_task_folder
 from electra_ablate.data.paths import file_hash, resolve_path
 from electra_ablate.data.tokenizer import load_tokenizer
-from electra_ablate.evaluation.glue.task import FAMILY, GLUE_TASKS, GlueTask, glue_task
-from electra_ablate.infra.errors import DataError
+from electra_ablate.evaluation.finetuned import FinetunedTask
+from electra_ablate.evaluation.metrics import accuracy, f1, matthews, pearson, spearman
+from electra_ablate.evaluation.task import TaskSettings
+from electra_ablate.infra.errors import DataError, did_you_mean
 
-__all__ = ["GLUE_TASKS", "GlueTask", "glue_task", "load_glue_task", "encode_glue"]
+FAMILY = "glue"
+
+
+@dataclass(frozen=True)
+class GlueTask(FinetunedTask):
+    name: str
+    """Hub config name, also the folder name in the parquet layout."""
+    tsv_dir: str
+    text_fields: tuple[str, ...]
+    num_labels: int
+    """1 for regression (STS-B)."""
+    metrics: tuple[str, ...]
+    """Every metric reported, the headline (the task's GLUE score) first."""
+    tsv_columns: tuple[str | int, ...]
+    """Where ``text_fields`` + label sit in the tsv: header names, or indices without a header."""
+    tsv_header: bool = True
+    label_names: tuple[str, ...] | None = None
+    """tsv labels written as words, in the order of the hub's label ids."""
+    validation_split: str = "validation"
+    tsv_dev_file: str = "dev.tsv"
+    family: str = FAMILY
+    description: ClassVar[str] = "GLUE task, fine-tuned with a fresh head on [CLS] (the paper)"
+
+    def schema(self) -> pa.Schema:
+        """The hub's columns and types, whatever the source (``load_glue_task``)."""
+        label = pa.float32() if self.is_regression else pa.int64()
+        text = [(field, pa.string()) for field in self.text_fields]
+        return pa.schema([*text, ("label", label), ("idx", pa.int32())])
+
+    def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        if self.is_regression:
+            return {
+                "spearman": spearman(predictions, labels),
+                "pearson": pearson(predictions, labels),
+            }
+        scored = {"accuracy": accuracy(predictions, labels)}
+        if "matthews" in self.metrics:
+            scored["matthews"] = matthews(predictions, labels)
+        if "f1" in self.metrics:
+            scored["f1"] = f1(predictions, labels)
+        return scored
+
+    def encode(self, settings: TaskSettings, tokenizer_dir: Path, max_len: int) -> EncodedGlue:
+        source = settings.source(FAMILY, self.name)
+        splits = load_glue_task(source, self.name, spec_dir=settings.spec_dir)
+        return encode_glue(self.name, splits, tokenizer_dir, max_len=max_len)
+
+
+_ENTAILMENT = ("entailment", "not_entailment")
+
+GLUE_TASKS: dict[str, GlueTask] = {
+    t.name: t
+    for t in (
+        GlueTask(
+            "cola", "CoLA", ("sentence",), 2, ("matthews", "accuracy"), (3, 1), tsv_header=False
+        ),
+        GlueTask("sst2", "SST-2", ("sentence",), 2, ("accuracy",), ("sentence", "label")),
+        GlueTask(
+            "mrpc",
+            "MRPC",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy", "f1"),
+            ("#1 String", "#2 String", "Quality"),
+        ),
+        GlueTask(
+            "stsb",
+            "STS-B",
+            ("sentence1", "sentence2"),
+            1,
+            ("spearman", "pearson"),
+            ("sentence1", "sentence2", "score"),
+        ),
+        GlueTask(
+            "qqp",
+            "QQP",
+            ("question1", "question2"),
+            2,
+            ("accuracy", "f1"),
+            ("question1", "question2", "is_duplicate"),
+        ),
+        GlueTask(
+            "mnli",
+            "MNLI",
+            ("premise", "hypothesis"),
+            3,
+            ("accuracy",),
+            ("sentence1", "sentence2", "gold_label"),
+            label_names=("entailment", "neutral", "contradiction"),
+            validation_split="validation_matched",
+            tsv_dev_file="dev_matched.tsv",
+        ),
+        GlueTask(
+            "qnli",
+            "QNLI",
+            ("question", "sentence"),
+            2,
+            ("accuracy",),
+            ("question", "sentence", "label"),
+            label_names=_ENTAILMENT,
+        ),
+        GlueTask(
+            "rte",
+            "RTE",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy",),
+            ("sentence1", "sentence2", "label"),
+            label_names=_ENTAILMENT,
+        ),
+        GlueTask(
+            "wnli",
+            "WNLI",
+            ("sentence1", "sentence2"),
+            2,
+            ("accuracy",),
+            ("sentence1", "sentence2", "label"),
+        ),
+    )
+}
+"""In the order GLUE papers print them."""
+
+
+def glue_task(name: str) -> GlueTask:
+    try:
+        return GLUE_TASKS[name]
+    except KeyError:
+        raise DataError(
+            f"unknown GLUE task {name!r}{did_you_mean(name, GLUE_TASKS)}; "
+            f"choose from {', '.join(GLUE_TASKS)}"
+        ) from None
+
 
 HUB_DATASET = "nyu-mll/glue"
 

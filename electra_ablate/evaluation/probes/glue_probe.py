@@ -27,9 +27,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS, GlueTask
+from electra_ablate.evaluation.probes import frozen_features
+from electra_ablate.evaluation.probes.frozen_features import (
+    on_device,
+    weights_digest,
+)
+from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
 from electra_ablate.evaluation.task import Progress, Task, TaskFamily, TaskSettings
 
 if TYPE_CHECKING:
@@ -79,13 +87,6 @@ class GlueProbe(Task):
         """Pooled features and labels of the training and dev splits: the full sets, unless the
         spec caps this task (``Examples.capped``, the one capping path). The encoder runs on
         ``device``."""
-        from electra_ablate.evaluation.finetune import as_examples
-        from electra_ablate.evaluation.probes.frozen_features import (
-            on_device,
-            pooled_features,
-            weights_digest,
-        )
-
         encoded = self.glue.encoded(kept, settings)
         train = as_examples(encoded.train).capped(settings.recipe.cap_for(self.name))
         dev = as_examples(encoded.validation).capped(settings.eval_cap)
@@ -94,8 +95,8 @@ class GlueProbe(Task):
             _FEATURES.clear()
             with on_device(kept.model, device):
                 _FEATURES[key] = (
-                    pooled_features(kept.model, train),
-                    pooled_features(kept.model, dev),
+                    frozen_features.pooled_features(kept.model, train),
+                    frozen_features.pooled_features(kept.model, dev),
                 )
         train_x, dev_x = _FEATURES[key]
         return train_x, dev_x, train.labels, dev.labels
@@ -109,8 +110,6 @@ class GlueProbe(Task):
         progress: Progress | None = None,
     ) -> dict[str, float]:
         import time
-
-        from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
 
         start = time.perf_counter()
         train_x, dev_x, train_y, dev_y = self.features(kept, settings, device)
@@ -130,16 +129,12 @@ class GlueProbe(Task):
         evaluation would cost a dry run minutes on SST-2."""
         import time
 
-        from electra_ablate.evaluation.finetune import as_examples
-        from electra_ablate.evaluation.probes.frozen_features import on_device, pooled_features
-        from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
-
         encoded = self.glue.encoded(kept, settings)
         train, dev = as_examples(encoded.train), as_examples(encoded.validation)
         sample = train.subset(range(min(TIMED_EXAMPLES, len(train))))
         start = time.perf_counter()
         with on_device(kept.model, device):
-            features = pooled_features(kept.model, sample)
+            features = frozen_features.pooled_features(kept.model, sample)
         if self.glue.is_regression:
             ridge_probe(features, sample.labels, features[:1])
         elif len(set(sample.labels.tolist())) > 1:
@@ -168,6 +163,10 @@ class GlueProbeFamily(TaskFamily):
 
     def fingerprint(self, task: Task, settings: TaskSettings) -> str:
         return GLUE.fingerprint(_glue(task), settings)
+
+    def bundle_folders(self, task: Task, settings: TaskSettings) -> dict[str, Path]:
+        """The GLUE task's own folder: a probe reads the data fine-tuning reads."""
+        return GLUE.bundle_folders(_glue(task), settings)
 
 
 def _glue(task: Task) -> GlueTask:

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from scipy.linalg import LinAlgWarning
-from sklearn.linear_model import LogisticRegression, Ridge
-from sklearn.metrics import log_loss
-from sklearn.pipeline import Pipeline, make_pipeline
-from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from electra_ablate.pretraining.components.losses import roc_auc
+
+if TYPE_CHECKING:  # scikit-learn is imported where a probe is fitted: naming a probe stays quick
+    from sklearn.pipeline import Pipeline
 
 LOGISTIC_C_GRID: tuple[float, ...] = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
 """Inverse L2 strengths tried for logistic probes, strongest first. Features are standardised,
@@ -85,12 +84,20 @@ def validation_fold(n_rows: int, groups: np.ndarray | None = None, seed: int = 0
 
 
 def _logistic(strength: float, n_classes: int, seed: int) -> Pipeline:
+    from sklearn.linear_model import LogisticRegression  # heavy: imported where a probe fits
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     solver = "newton-cholesky" if n_classes == 2 else "lbfgs"
     model = LogisticRegression(C=strength, solver=solver, max_iter=MAX_ITER, random_state=seed)
     return make_pipeline(StandardScaler(), model)
 
 
 def _ridge(strength: float, seed: int) -> Pipeline:
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
     return make_pipeline(StandardScaler(), Ridge(alpha=strength, random_state=seed))
 
 
@@ -109,6 +116,9 @@ def logistic_probe(
 ) -> ProbeFit:
     """Standardise, fit L2 logistic regression at the strength with the lowest validation
     log-loss (ties: the stronger penalty), refit on all of ``train_x``, predict ``test_x``."""
+    from scipy.linalg import LinAlgWarning
+    from sklearn.metrics import log_loss
+
     x, y, test = _as_numpy(train_x), _as_numpy(train_y).astype(np.int64), _as_numpy(test_x)
     classes = np.unique(y)
     if len(classes) < 2:

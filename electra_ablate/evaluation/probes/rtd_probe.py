@@ -42,15 +42,39 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from electra_ablate.data.batches import column_matrix
+from electra_ablate.data.bundle import bundled_pretraining
+from electra_ablate.data.config import DataSpec
+from electra_ablate.data.corpus import corpus_source
+from electra_ablate.data.packing import PackingConfig
+from electra_ablate.data.paths import file_hash
+from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
+from electra_ablate.evaluation.probes import frozen_features
+from electra_ablate.evaluation.probes.corruption_sources import (
+    BigramTable,
+    CorruptedText,
+    corrupt,
+    split_rows,
+)
+from electra_ablate.evaluation.probes.frozen_features import (
+    detection_logits,
+    on_device,
+    weights_digest,
+)
+from electra_ablate.evaluation.probes.linear_probe import detection_probe
+from electra_ablate.evaluation.probes.reference_detectors import (
+    TokenIdentityDetector,
+    bigram_detector_scores,
+)
 from electra_ablate.evaluation.task import Needs, Progress, Task, TaskFamily, TaskSettings
 from electra_ablate.infra.errors import InputError
+from electra_ablate.pretraining.components.losses import roc_auc
 
 if TYPE_CHECKING:
     import torch
 
     from electra_ablate.backbone.tokens import Vocab
     from electra_ablate.checkpoints.kept import LoadedKept
-    from electra_ablate.evaluation.probes.corruption_sources import BigramTable, CorruptedText
 
 FAMILY = "rtd_probe"
 SOURCES: tuple[str, ...] = ("uniform", "unigram", "bigram")
@@ -96,8 +120,6 @@ class ProbeText:
     corruptions: dict[tuple, CorruptedText] = field(default_factory=dict)
 
     def corruption(self, source: str, params: RtdParams) -> CorruptedText:
-        from electra_ablate.evaluation.probes.corruption_sources import corrupt
-
         key = (source, params.rate, params.corruption_seed)
         if key not in self.corruptions:
             self.corruptions[key] = corrupt(
@@ -113,8 +135,6 @@ class ProbeText:
     def check_tokenizer(self, tokenizer_dir: Path, task: str) -> None:
         """The text is token ids of the study's tokenizer: an encoder (or reference) with
         another one would read different words under the same ids."""
-        from electra_ablate.data.paths import file_hash
-
         path = Path(tokenizer_dir) / "tokenizer.json"
         if not path.is_file() or file_hash(path) != self.tokenizer_hash:
             raise InputError(
@@ -131,8 +151,6 @@ def probe_text(
 ) -> ProbeText:
     """The study's tokenizer and packed corpus (``prepare_pretraining``: read from its cache,
     built only if missing), reduced to what the probes read; cached per process."""
-    from electra_ablate.data.config import DataSpec
-
     settings.source("corpus", task)  # a one-line error naming the task when it is not set
     # the pre-training text reads no GLUE: a data section without one (the contract check's)
     # is as good as a study's
@@ -148,12 +166,6 @@ def probe_text(
 
 
 def _read_text(data_spec: Any, spec_dir: Path, max_seq_len: int, max_sequences: int) -> ProbeText:
-    from electra_ablate.data.batches import column_matrix
-    from electra_ablate.data.paths import file_hash
-    from electra_ablate.data.pretraining import prepare_pretraining
-    from electra_ablate.evaluation.probes.corruption_sources import BigramTable
-    from electra_ablate.study.context import data_vocab
-
     data = prepare_pretraining(data_spec, max_seq_len, spec_dir=spec_dir)
     train = column_matrix(data.train, "input_ids")
     heldout = data.heldout.slice(0, max_sequences)
@@ -179,8 +191,6 @@ class Split:
 
 
 def split(corrupted: CorruptedText, params: RtdParams, seed: int) -> Split:
-    from electra_ablate.evaluation.probes.corruption_sources import split_rows
-
     train_rows, test_rows = split_rows(len(corrupted.original), params.test_fraction, seed)
     groups = corrupted.sequence_of_replaceable()
     train = np.isin(groups, train_rows)
@@ -198,18 +208,12 @@ def replaceable_features(
 ):
     """Frozen final-layer states [M, H] of the corrupted text's replaceable tokens, the encoder
     run on ``device``."""
-    from electra_ablate.evaluation.probes.frozen_features import (
-        on_device,
-        token_features,
-        weights_digest,
-    )
-
     key = (weights_digest(kept.model.encoder), *key)
     if key not in _FEATURES:
         if any(old[0] != key[0] for old in _FEATURES) or len(_FEATURES) >= len(SOURCES):
             _FEATURES.clear()  # another encoder (or settings): nothing to share any more
         with on_device(kept.model, device):
-            _FEATURES[key] = token_features(
+            _FEATURES[key] = frozen_features.token_features(
                 kept.model,
                 corrupted.corrupted,
                 text.token_type_ids,
@@ -261,10 +265,6 @@ class RtdTask(Task):
         import time
 
         import torch
-
-        from electra_ablate.evaluation.probes.frozen_features import detection_logits, on_device
-        from electra_ablate.evaluation.probes.linear_probe import detection_probe
-        from electra_ablate.pretraining.components.losses import roc_auc
 
         start = time.perf_counter()
         cfg = kept.model.encoder.cfg
@@ -325,11 +325,6 @@ class RtdTask(Task):
     ) -> dict[str, float]:
         import time
 
-        from electra_ablate.evaluation.probes.reference_detectors import (
-            TokenIdentityDetector,
-            bigram_detector_scores,
-        )
-
         start = time.perf_counter()
         text, params = self._text(settings, None)
         text.check_tokenizer(tokenizer_dir, self.name)
@@ -371,11 +366,6 @@ class RtdProbeFamily(TaskFamily):
         return task.needs == "frozen_features"
 
     def check(self, task: Task, settings: TaskSettings) -> None:
-        from electra_ablate.data.bundle import bundled_pretraining
-        from electra_ablate.data.config import DataSpec
-        from electra_ablate.data.corpus import corpus_source
-        from electra_ablate.data.packing import PackingConfig
-
         settings.source("corpus", task.name)  # a one-line error naming the task when not set
         data = DataSpec.model_validate({"glue": "hub", **settings.sources})
         length, packing = settings.max_seq_len, PackingConfig().as_dict()

@@ -3,10 +3,13 @@ checkpoint the kept encoder along the way, resume exactly after a crash, scale o
 
 - ``plan``: budget -> steps per stage and checkpoint steps;
 - ``optim``: AdamW and the learning-rate schedule;
+- ``precision``: mixed precision (autocast, gradient scaling);
+- ``compiling``: ``torch.compile`` of a training step's forward;
 - ``trainer``: the training loop (``Trainer``, ``PretrainRun``);
 - ``state``: checksummed, atomic training state;
 - ``distributed``: DistributedDataParallel under ``torchrun``;
-- ``metrics_log`` and ``progress``: what a run reports while it runs.
+- ``metrics_log``: what a run logs while it runs (``metrics.jsonl``, TensorBoard), and whether a
+  log on disk can be trusted.
 """
 
 from electra_ablate.pretraining.engine.distributed import Distributed

@@ -1,8 +1,8 @@
 """``torch.compile`` of a training step's forward, as ``pretrain.compile`` asks.
 
-Every objective's training forward traces to one graph (tests/pretraining/test_compile.py), so compiling it
-fuses the step's small element-wise ops and the attention masking into a few kernels. Random ops
-(mask selection, BERT's corruption, sampling, dropout) run as in eager mode
+Every objective's training forward traces to one graph (tests/pretraining/test_compile.py), so
+compiling it fuses the step's small element-wise ops and the attention masking into a few
+kernels. Random ops (mask selection, BERT's corruption, sampling, dropout) run as in eager mode
 (``fallback_random``): a compiled run draws the masks and samples an eager run draws, so
 compiling changes only float rounding, never what an objective computes.
 

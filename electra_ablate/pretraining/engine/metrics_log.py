@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,18 +25,12 @@ def tensorboard_writer(directory: Path):  # -> torch.utils.tensorboard.SummaryWr
     return SummaryWriter(str(directory))
 
 
-def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
-    """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
-    step of its checkpoint, so GLUE (or any family's) curves sit beside the pre-training ones."""
-    from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
-
+def log_scalars(directory: Path, scalars: Mapping[str, float], step: int) -> None:
+    """Scalars from outside training (a finished evaluation's metrics, tagged by the study) in a
+    run's TensorBoard folder at a pre-training ``step``, so they sit beside its curves."""
     board = tensorboard_writer(directory)
-    family = get_task(record["task"]).family
-    for metric, value in record["metrics"].items():
-        if metric in RECORD_FIELDS:
-            continue
-        tag = f"{family}/{record['task']}/{metric}/seed{record['seed']}"
-        board.add_scalar(tag, value, record["step"])
+    for tag, value in scalars.items():
+        board.add_scalar(tag, value, step)
     board.close()
 
 

@@ -1,0 +1,35 @@
+"""What enters a run id and a job id: one hash, and the spec fields left out of it.
+
+A pre-training run's id is ``config_hash`` of its config: objective, params, backbone, data,
+budget, seed and the spec's ``pretrain`` section less ``IDENTITY_EXCLUDED``
+(``electra_ablate.study.context``). An evaluation job's id is ``config_hash`` of its identity:
+the run, the fraction, the task and its own identity, the seed, the data's fingerprint
+(``electra_ablate.evaluation.run``). Both hash names and values, never module paths, so moving
+code never changes an id; ``tests/study/test_pinned_identities.py`` pins them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+REPORTING_FIELDS = frozenset(
+    {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
+)
+"""``pretrain`` fields that say how a run reports (or on how many threads), not what it learns:
+left out of its id and of a report's recipe (``electra_ablate.report.header``)."""
+
+RUNNING_FIELDS = frozenset({"deterministic", "precision", "compile"})
+"""``pretrain`` fields that say how a run runs, not what it learns: left out of its id, but a
+report's recipe shows them, as they change rounding and speed. ``precision`` is here as the
+device is (``auto`` already meant bf16 on CUDA and fp32 on the CPU): each run records the
+precision it trained in (its summary, ``precision``)."""
+
+IDENTITY_EXCLUDED = REPORTING_FIELDS | RUNNING_FIELDS
+"""Every ``pretrain`` field that does not enter a run's id."""
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """The 12-hex-digit id of a config: the sha256 of its JSON, keys sorted."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:12]
