@@ -30,7 +30,7 @@ from electra_ablate.evaluation.task import describe_family
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import safe_name
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
-from electra_ablate.report import writable_folder
+from electra_ablate.report.document import writable_folder
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 from electra_ablate.report.plots import (
     BASELINE_COLOR,

@@ -11,6 +11,7 @@ from itertools import pairwise
 
 import polars as pl
 
+import electra_ablate.report.verdicts as verdicts
 from electra_ablate.analysis.results import (
     checkpoint_values,
     constant_tasks,
@@ -20,7 +21,6 @@ from electra_ablate.analysis.results import (
     task_order_key,
 )
 from electra_ablate.evaluation.task import TaskFamily
-from electra_ablate.report import verdicts
 from electra_ablate.report.markdown import (
     NO_VALUE,
     figure,
