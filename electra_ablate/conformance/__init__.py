@@ -9,8 +9,8 @@
 - ``common``: what both share: ``ContractError``, ``RuleOutcome``, the micro backbone and the
   generated tokenizer.
 
-This package re-exports the public names of all three (the 0.2 path ``electra_ablate.testing``
-now leads here). A plugin imports ``check_objective`` and ``check_task`` from
+This package re-exports the public names of all three (0.2's ``testing`` module path now leads
+here, with a warning: ``electra_ablate.infra.moved``). A plugin imports ``check_objective`` and ``check_task`` from
 ``electra_ablate.plugin``.
 """
 
