@@ -10,8 +10,8 @@
   generated tokenizer.
 
 This package re-exports the public names of all three (0.2's ``testing`` module path now leads
-here, with a warning: ``electra_ablate.infra.moved``). A plugin imports ``check_objective`` and ``check_task`` from
-``electra_ablate.plugin``.
+here, with a warning: ``electra_ablate.infra.moved``). A plugin imports ``check_objective`` and
+``check_task`` from ``electra_ablate.plugin``.
 """
 
 from electra_ablate.conformance.common import (
