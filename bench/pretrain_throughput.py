@@ -89,14 +89,21 @@ def ours(
     return Contender(step, {"flops_per_step_standard": flops})
 
 
-def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+def hf_electra(cfg: BackboneConfig) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """``transformers``' ELECTRA pair as its users build it: a discriminator and a generator at
+    ``GENERATOR_SIZE`` of its width, sharing the embeddings and the tied output matrix."""
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-    special = SpecialTokens()
     discriminator = ElectraForPreTraining(ElectraConfig(**hf_config(cfg, "discriminator")))
     generator = ElectraForMaskedLM(ElectraConfig(**hf_config(cfg.scaled(GENERATOR_SIZE), "mlm")))
     generator.electra.embeddings = discriminator.electra.embeddings
     generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    return generator, discriminator
+
+
+def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
+    special = SpecialTokens()
+    generator, discriminator = hf_electra(cfg)
     discriminator.to(device).train()
     generator.to(device).train()
     optimizer = adamw([*generator.parameters(), *discriminator.parameters()], SPEC)
@@ -147,13 +154,9 @@ class LogitsOnly(torch.nn.Module):
 
 def electra_pytorch(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contender:
     from electra_pytorch import Electra
-    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
     special = SpecialTokens()
-    discriminator = ElectraForPreTraining(ElectraConfig(**hf_config(cfg, "discriminator")))
-    generator = ElectraForMaskedLM(ElectraConfig(**hf_config(cfg.scaled(GENERATOR_SIZE), "mlm")))
-    generator.electra.embeddings = discriminator.electra.embeddings
-    generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+    generator, discriminator = hf_electra(cfg)
     model = Electra(
         LogitsOnly(generator),
         LogitsOnly(discriminator),
