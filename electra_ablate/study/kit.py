@@ -70,7 +70,8 @@ imports besides ``CARRIED``. The bench's peer also needs ``transformers``, the C
 NODE_EXTRAS = ("transformers", "pytest")
 """Used on the node by the bench's peer and the CUDA tests, not by the study."""
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout a kit is made from (``electra_ablate/study/kit.py`` is two folders down)."""
 GPU_FOLDER = PROJECT_ROOT / "gpu"
 BENCH_FILES = ("pretrain_throughput.py", "common.py")
 

@@ -15,6 +15,8 @@ import pyarrow as pa
 import pytest
 import yaml
 
+from electra_ablate.study import kit
+
 MISSING_ON_THE_NODE = ("polars", "datasets")
 
 BLOCKER = f"""
@@ -111,6 +113,14 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
 
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_kit_is_made_from_this_source_checkout():
+    """The kit finds the node script and the bench in the checkout it is installed from (the
+    layout move put ``kit.py`` one folder deeper and the rehearsal was the only thing to notice)."""
+    assert kit.PROJECT_ROOT == REPO
+    assert (kit.GPU_FOLDER / "node.sh").is_file()
+    assert all((REPO / "bench" / name).is_file() for name in kit.BENCH_FILES)
 
 
 def test_a_kit_is_not_written_over_a_folder_that_is_not_one(tmp_path):
