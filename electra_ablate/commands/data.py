@@ -69,10 +69,10 @@ def register(app: typer.Typer) -> None:
         print_table(headers, tasks)
         typer.echo(f"data fingerprint {summary['fingerprint']} (in every run id of this data)")
         if bundle is not None:
-            from electra_ablate.study.bundle import bundle_size, write_bundle
+            from electra_ablate.study.bundle import folder_size, write_bundle
 
             manifest = write_bundle(study, bundle)
-            size = bundle_size(bundle) / 2**20
+            size = folder_size(bundle) / 2**20
             typer.echo(
                 f"data bundle {bundle}: {len(manifest['data'])} data setting(s), "
                 f"{len(manifest['tasks'])} task(s), {size:.1f} MB; on a node without the raw "

@@ -89,5 +89,6 @@ def copy_folder(source: Path, target: Path, replace: bool = False) -> None:
         shutil.copytree(source, tmp, dirs_exist_ok=True)
 
 
-def bundle_size(root: Path) -> int:
+def folder_size(root: Path) -> int:
+    """Bytes of every file under ``root``: what a bundle (or a kit) costs to carry."""
     return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())

@@ -22,7 +22,6 @@ are read, and packs merged and reported, back here.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import importlib.metadata
 import json
 import shutil
@@ -37,8 +36,9 @@ from typing import Any
 
 from electra_ablate import __version__
 from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.manifest import sha256
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.study.bundle import write_bundle
+from electra_ablate.study.bundle import folder_size, write_bundle
 from electra_ablate.study.spec import load_spec
 
 KIT_FILE = "kit.json"
@@ -180,15 +180,3 @@ def pip(*args: str) -> None:
         errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
         why = (errors or done.stderr.strip().splitlines() or ["no output"])[-1]
         raise AblateError(f"pip {args[0]} failed: {why}")
-
-
-def folder_size(root: Path) -> int:
-    return sum(p.stat().st_size for p in Path(root).rglob("*") if p.is_file())
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
