@@ -12,17 +12,18 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from engine_helpers import become_rank, deterministic_trainer  # noqa: E402
 
+from electra_ablate.pretraining.engine import Distributed  # noqa: E402
+
 NAN_STEP = 2
 
 
-def worker(rank: int, world_size: int, store: str, run_dir: str, out: str) -> None:
-    become_rank(rank, world_size, store, timeout=timedelta(seconds=20))
+def train_poisoned(rank: int, run_dir: str) -> str:
+    """Train with rank 1's loss made NaN at ``NAN_STEP``; what this rank stopped with."""
     trainer = deterministic_trainer(Path(run_dir), global_batch=8, rank=rank, world_size=2)
     forward = trainer.objective.forward
 
@@ -36,11 +37,16 @@ def worker(rank: int, world_size: int, store: str, run_dir: str, out: str) -> No
     trainer.objective.forward = poisoned
     try:
         trainer.train()
-        outcome = "finished"
+        return "finished"
     except Exception as exc:  # what each rank stopped with, for the test to compare
-        outcome = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+
+
+def worker(rank: int, world_size: int, store: str, run_dir: str, out: str) -> None:
+    become_rank(rank, world_size, store, timeout=timedelta(seconds=20))
+    outcome = train_poisoned(rank, run_dir)  # its trainer, in a cycle, is collected by close()
     Path(out, f"rank{rank}.txt").write_text(outcome)
-    dist.destroy_process_group()
+    Distributed.from_env(torch.device("cpu")).close()
 
 
 @pytest.mark.slow

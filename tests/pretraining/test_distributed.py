@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 from safetensors.torch import load_file
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from engine_helpers import become_rank, deterministic_trainer  # noqa: E402
+
+from electra_ablate.pretraining.engine import Distributed  # noqa: E402
 
 
 def worker(rank: int, world_size: int, store: str, run_dir: str) -> None:
@@ -23,7 +24,7 @@ def worker(rank: int, world_size: int, store: str, run_dir: str) -> None:
             Path(run_dir), global_batch=8, rank=rank, world_size=world_size
         ).train()
     finally:
-        dist.destroy_process_group()
+        Distributed.from_env(torch.device("cpu")).close()
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:

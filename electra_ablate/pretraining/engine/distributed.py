@@ -7,6 +7,7 @@ backward runs, and rank 0 alone writes results. CPU uses gloo, GPUs nccl.
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -87,7 +88,13 @@ class Distributed:
             dist.barrier()
 
     def close(self) -> None:
-        """Leave the process group (torchrun expects every rank to)."""
+        """Leave the process group (torchrun expects every rank to), after every rank has got
+        here and after the DDP wrappers of finished runs are freed. A wrapper holds the group
+        through its reducer, and a trainer usually sits in a reference cycle, so without the
+        collection the gloo group outlived ``destroy_process_group`` and was torn down during
+        interpreter shutdown, where it sometimes aborted the rank ("terminate called without
+        an active exception", seen under a loaded test suite)."""
         if self.world_size > 1 and dist.is_initialized():
             dist.barrier()
+            gc.collect()
             dist.destroy_process_group()
