@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from pydantic import ValidationError
 
 from electra_ablate.backbone.config import PRESETS
@@ -18,7 +17,7 @@ from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.infra.errors import InputError, did_you_mean
 from electra_ablate.pretraining.engine.plan import plan_run
 from electra_ablate.pretraining.flops import inference_flops, stage_step_flops, training_flops
-from electra_ablate.pretraining.objective import Objective, build_objective, get_objective
+from electra_ablate.pretraining.objective import Objective, build_on_meta, get_objective
 
 
 def flops_report(
@@ -76,8 +75,7 @@ def _build(model: str, name: str, generator_size: float | None, vocab: int, seq:
         params["generator_size"] = generator_size
     tokens = Vocab.uniform(backbone.vocab_size)  # token statistics do not change FLOPs
     try:
-        with torch.device("meta"):
-            return build_objective(name, backbone, params, tokens)
+        return build_on_meta(name, backbone, params, tokens)
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"]) or name

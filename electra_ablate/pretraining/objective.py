@@ -40,6 +40,7 @@ from typing import Any, ClassVar, Literal, get_args
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
@@ -404,3 +405,27 @@ def build_objective(
 ) -> Objective:
     cls = get_objective(name)
     return cls(backbone, cls.Params.model_validate(params or {}), vocab)
+
+
+class _NoFillOnMeta(TorchFunctionMode):
+    """Random initialisation of a meta tensor returns it as it is: it has no values to fill.
+    torch would route the fill through its decompositions, whose first use imports the
+    compiler stack (about a second of every ``ablate run`` that plans on the meta device)."""
+
+    FILLS = frozenset({"normal_", "uniform_", "trunc_normal_"})  # methods and nn.init's
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        tensor = args[0] if args else kwargs.get("tensor")  # nn.init passes it by name
+        if getattr(func, "__name__", "") in self.FILLS and getattr(tensor, "is_meta", False):
+            return tensor
+        return func(*args, **kwargs)
+
+
+def build_on_meta(
+    name: str, backbone: BackboneConfig, params: dict[str, Any] | None, vocab: Vocab
+) -> Objective:
+    """The objective on the meta device: its shapes, parameter counts and FLOPs plan without
+    memory or initialisation (planning, estimates and ``ablate flops`` need nothing more)."""
+    with torch.device("meta"), _NoFillOnMeta():
+        return build_objective(name, backbone, params, vocab)

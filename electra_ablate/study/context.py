@@ -29,7 +29,12 @@ from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS
 from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.plan import plan_run
 from electra_ablate.pretraining.flops import training_flops
-from electra_ablate.pretraining.objective import Objective, build_objective, init_output_biases
+from electra_ablate.pretraining.objective import (
+    Objective,
+    build_objective,
+    build_on_meta,
+    init_output_biases,
+)
 from electra_ablate.study.spec import ObjectiveEntry, StudySpec, task_settings
 from electra_ablate.study.units import (
     BASELINE_LABEL,
@@ -244,8 +249,7 @@ class Study:
 
     def build_on_meta(self, spec: StudySpec, entry: ObjectiveEntry) -> Objective:
         vocab = self.data(spec).vocab
-        with torch.device("meta"):
-            return build_objective(entry.name, self.backbone(spec), entry.params, vocab)
+        return build_on_meta(entry.name, self.backbone(spec), entry.params, vocab)
 
     def backbone(self, spec: StudySpec) -> BackboneConfig:
         return spec.backbone_config(vocab_size=self.data(spec).data.vocab_size)

@@ -3,6 +3,7 @@ import math
 import numpy as np
 import pytest
 
+from electra_ablate.evaluation import metrics
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS
 from electra_ablate.evaluation.metrics import summarise_seeds
 
@@ -72,3 +73,53 @@ def test_every_glue_task_scores_exactly_the_metrics_it_declares():
     for task in GLUE_TASKS.values():
         predictions = np.array([0.0, 1.0, 0.5, 0.2, 1.0]) if task.is_regression else labels[::-1]
         assert set(task.score(predictions, labels)) == set(task.metrics), task.name
+
+
+def _cases(seed: int):
+    """Random label/prediction pairs of every shape the GLUE tasks give: two and three classes,
+    balanced or one-sided, with and without ties, down to two examples."""
+    rng = np.random.default_rng(seed)
+    for n in (2, 3, 7, 64, 501):
+        for classes in (2, 3):
+            labels = rng.integers(0, classes, n)
+            yield labels, rng.integers(0, classes, n)
+            yield labels, labels.copy()  # perfect
+            yield labels, np.zeros(n, dtype=int)  # one class predicted
+            yield np.ones(n, dtype=int), rng.integers(0, classes, n)  # one class labelled
+
+
+@pytest.mark.filterwarnings("ignore:A single label was found")  # the one-class cases
+@pytest.mark.parametrize("seed", range(5))
+def test_classification_metrics_equal_scikit_learns(seed):
+    sk = pytest.importorskip("sklearn.metrics")
+    for labels, predictions in _cases(seed):
+        assert metrics.accuracy(predictions, labels) == pytest.approx(
+            100 * sk.accuracy_score(labels, predictions), abs=1e-9
+        )
+        assert metrics.matthews(predictions, labels) == pytest.approx(
+            100 * sk.matthews_corrcoef(labels, predictions), abs=1e-9
+        )
+        if set(np.unique(np.r_[labels, predictions])) <= {0, 1}:
+            expected = sk.f1_score(labels, predictions, zero_division=0.0)
+            assert metrics.f1(predictions, labels) == pytest.approx(100 * expected, abs=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_correlations_equal_scipys_with_and_without_ties(seed):
+    stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(seed)
+    for n in (3, 5, 40, 1500):
+        labels = rng.uniform(0, 5, n)
+        for predictions in (
+            labels + rng.normal(0, 1, n),
+            np.round(rng.uniform(0, 5, n), 0),  # many ties (STS-B's labels come in steps)
+            -labels,
+        ):
+            tied = np.round(labels * 5) / 5
+            for truth in (labels, tied):
+                assert metrics.pearson(predictions, truth) == pytest.approx(
+                    100 * stats.pearsonr(predictions, truth)[0], abs=1e-9
+                )
+                assert metrics.spearman(predictions, truth) == pytest.approx(
+                    100 * stats.spearmanr(predictions, truth)[0], abs=1e-9
+                )
