@@ -76,13 +76,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import BaseModel
 
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.infra.entry_points import registered
 from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ class TaskFamily:
 def available_families() -> dict[str, TaskFamily]:
     """Every family registered in the entry-point group, built-in or third-party, by name."""
     found: dict[str, TaskFamily] = {}
-    for ep in entry_points(group=TASK_ENTRY_POINT_GROUP):
+    for ep in registered(TASK_ENTRY_POINT_GROUP):
         try:
             loaded = ep.load()
             family = loaded() if isinstance(loaded, type) else loaded

@@ -34,7 +34,6 @@ import math
 import re
 from collections.abc import Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, ClassVar, Literal, get_args
 
 import torch
@@ -49,6 +48,7 @@ from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.kept import KEPT_ROLES as KEPT_ROLES
 from electra_ablate.checkpoints.kept import KeptModel
 from electra_ablate.checkpoints.kept import KeptRole as KeptRole
+from electra_ablate.infra.entry_points import registered
 from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
 from electra_ablate.pretraining.config import PriorKind
 
@@ -325,7 +325,7 @@ def _installed(name: str, registered: Mapping[str, type[Objective]]) -> type[Obj
 def available_objectives() -> dict[str, type[Objective]]:
     """Every objective registered in the entry-point group, built-in or third-party."""
     found: dict[str, type[Objective]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in registered(ENTRY_POINT_GROUP):
         try:
             cls = ep.load()
         except Exception as exc:  # a broken plugin must not take the CLI down

@@ -20,6 +20,7 @@ from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullLocat
 
 from electra_ablate.analysis.results import constant_tasks, ordered_tasks
 from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.infra.entry_points import registered
 from electra_ablate.infra.storage import atomic_file
 from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KIND_PRIOR, metric_kind
 
@@ -96,9 +97,7 @@ TOOLKIT_DISTRIBUTION = "electra-ablate"
 def objective_order() -> list[str]:
     """Every registered objective, the toolkit's own first, then plugins', each by name: the
     order that fixes each objective's colour (names only: no objective is imported)."""
-    from importlib.metadata import entry_points
-
-    found = entry_points(group=ENTRY_POINT_GROUP)
+    found = registered(ENTRY_POINT_GROUP)
     own = sorted(ep.name for ep in found if ep.dist and ep.dist.name == TOOLKIT_DISTRIBUTION)
     return own + sorted({ep.name for ep in found} - set(own))
 

@@ -20,20 +20,25 @@
 - ``bundle``: data bundles written (``ablate data prepare --bundle``);
 - ``packs``, ``merge``: result packs, and packs and folders merged into one study;
 - ``kit``: offline GPU-node kits; ``doctor``: what this machine offers a study.
+
+The names below are imported on first use (``electra_ablate.infra.faces``): ``ablate status``,
+``pack`` and ``clean`` read a study folder through ``survey`` and ``packs`` and need no torch.
 """
 
-from electra_ablate.study.context import Study, resolve_device
-from electra_ablate.study.estimate import StudyEstimate, estimate_study
-from electra_ablate.study.runner import run_study
-from electra_ablate.study.units import BaselineUnit, RunUnit, config_hash
+from __future__ import annotations
 
-__all__ = [
-    "BaselineUnit",
-    "RunUnit",
-    "Study",
-    "StudyEstimate",
-    "config_hash",
-    "estimate_study",
-    "resolve_device",
-    "run_study",
-]
+from electra_ablate.infra.faces import lazy_face
+
+_EXPORTS = {
+    "BaselineUnit": "units",
+    "RunUnit": "units",
+    "Study": "context",
+    "StudyEstimate": "estimate",
+    "config_hash": "units",
+    "estimate_study": "estimate",
+    "resolve_device": "context",
+    "run_study": "runner",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_face(__name__, _EXPORTS)

@@ -230,7 +230,9 @@ def rerun(reference: Reference, study: Path, *extra: object, env: dict, **kw):
 
 @pytest.fixture(scope="class")
 def holder(env, tmp_path_factory):
-    """A long ``ablate run`` in flight, holding its study folder (ended with its class)."""
+    """A long ``ablate run`` in flight, holding its study folder (ended with its class). Once
+    it trains it runs at the lowest priority: it goes on training and writing its log, but on
+    the cores' spare time, not the time of the tests beside it."""
     root = tmp_path_factory.mktemp("busy")
     spec = micro_spec(budget={"steps": 5000, "steps_of": "electra", "checkpoints": [0.5, 1.0]})
     spec_path = write_spec(root / "busy.yaml", spec)
@@ -238,6 +240,7 @@ def holder(env, tmp_path_factory):
     proc = start("run", spec_path, "--out", out, "--no-progress", env=env, log=root / "holder")
     wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
     assert proc.poll() is None, (root / "holder.err").read_text()
+    os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
     yield proc, out, spec_path
     stop(proc)
 

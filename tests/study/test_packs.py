@@ -11,6 +11,7 @@ import io
 import json
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -60,10 +61,8 @@ def smoke_spec() -> dict:
     return parse_spec(raw).model_dump(mode="json")
 
 
-@pytest.fixture
-def study(tmp_path) -> Path:
+def make_study(root: Path) -> Path:
     """A study folder with one of everything a pack carries or leaves behind."""
-    root = tmp_path / "toy"
     files = {name: f"{name}\n".encode() for name in TRAVELS | set(STAYS)}
     files["study.json"] = json.dumps({"name": "toy", "spec": smoke_spec()}).encode()
     buffer = io.BytesIO()
@@ -75,6 +74,20 @@ def study(tmp_path) -> Path:
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_bytes(data)
     return root
+
+
+@pytest.fixture
+def study(tmp_path) -> Path:
+    return make_study(tmp_path / "toy")
+
+
+@pytest.fixture(scope="module")
+def good_pack(tmp_path_factory) -> Path:
+    """A pack of the toy study, made once: each damaged-pack probe damages its own copy."""
+    root = tmp_path_factory.mktemp("good")
+    result = ablate("pack", make_study(root / "toy"), "--out", root / "good.tgz")
+    assert result.returncode == 0, result.stderr
+    return root / "good.tgz"
 
 
 def members(pack: Path) -> dict[str, bytes]:
@@ -165,10 +178,11 @@ def damage(kind: str, good: Path, bad: Path) -> None:
         ("a link", "not a regular file"),
     ],
 )
-def test_a_damaged_or_unsafe_pack_is_refused_and_nothing_is_written(study, tmp_path, kind, says):
-    assert ablate("pack", study, "--out", tmp_path / "good.tgz").returncode == 0
+def test_a_damaged_or_unsafe_pack_is_refused_and_nothing_is_written(
+    study, good_pack, tmp_path, kind, says
+):
     bad = tmp_path / "bad.tgz"
-    damage(kind, tmp_path / "good.tgz", bad)
+    damage(kind, good_pack, bad)
     target = tmp_path / "target"
     shutil.copytree(study, target)
     before = snapshot(target)
@@ -220,3 +234,20 @@ def test_the_fingerprint_ignores_where_a_study_runs_but_not_what_it_computes():
             node = node[key]
         node[last] = value
         assert spec_fingerprint(changed) != spec_fingerprint(study), path
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["pack", "--out", "{tmp}/p.tgz"], ["clean", "--states"]]
+)
+def test_commands_that_read_a_study_folder_never_import_torch(study, tmp_path, command):
+    """``ablate status``, ``pack`` and ``clean`` answer in a fraction of a second: the study
+    wing's face imports its torch modules only when one of their names is used."""
+    args = [command[0], str(study), *(a.format(tmp=tmp_path) for a in command[1:])]
+    probe = (
+        "import sys\nfrom electra_ablate.cli import main\n"
+        f"sys.argv = ['ablate', *{args!r}]\n"
+        "try:\n    main()\nexcept SystemExit as exit:\n    assert not exit.code, exit.code\n"
+        "assert 'torch' not in sys.modules, 'torch was imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr

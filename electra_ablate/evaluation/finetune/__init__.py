@@ -6,8 +6,7 @@ spec and the CLI do) does not pull in torch, scipy and scikit-learn.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import Any
+from electra_ablate.infra.faces import lazy_face
 
 _EXPORTS = {
     "Examples": "batching",
@@ -22,9 +21,4 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_face(__name__, _EXPORTS)
