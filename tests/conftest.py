@@ -117,13 +117,18 @@ def smoke_study(smoke_env, session_dir) -> Path:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Modules with slow tests first, each module's tests kept together and in order: xdist deals
-    whole modules out in collection order, so the long ones start at once on different workers
-    and the short ones fill in behind them, instead of one long module starting last."""
+    """Modules with slow tests first, each module's tests kept together and in order. xdist
+    deals whole modules out in this order (``--no-loadscope-reorder`` in ``pyproject.toml``;
+    by default it would deal the modules with the most tests first, and a long module with few
+    tests would start last and finish alone). Among the slow modules, those that do not wait
+    for the session's smoke data go first: while one worker builds it, the others have work."""
     first_index: dict[Path, int] = {}
     slow: set[Path] = set()
+    waits: set[Path] = set()
     for index, item in enumerate(items):
         first_index.setdefault(item.path, index)
         if item.get_closest_marker("slow"):
             slow.add(item.path)
-    items.sort(key=lambda item: (item.path not in slow, first_index[item.path]))
+        if "smoke_env" in getattr(item, "fixturenames", ()):
+            waits.add(item.path)
+    items.sort(key=lambda item: (item.path not in slow, item.path in waits, first_index[item.path]))

@@ -231,8 +231,8 @@ def rerun(reference: Reference, study: Path, *extra: object, env: dict, **kw):
 @pytest.fixture(scope="class")
 def holder(env, tmp_path_factory):
     """A long ``ablate run`` in flight, holding its study folder (ended with its class). Once
-    it trains it runs at the lowest priority: it goes on training and writing its log, but on
-    the cores' spare time, not the time of the tests beside it."""
+    it trains it is paused (SIGSTOP): alive and holding its lock, as a run between two steps
+    is, but not taking the cores from the tests beside it for the 5,000 steps nobody reads."""
     root = tmp_path_factory.mktemp("busy")
     spec = micro_spec(budget={"steps": 5000, "steps_of": "electra", "checkpoints": [0.5, 1.0]})
     spec_path = write_spec(root / "busy.yaml", spec)
@@ -240,7 +240,7 @@ def holder(env, tmp_path_factory):
     proc = start("run", spec_path, "--out", out, "--no-progress", env=env, log=root / "holder")
     wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
     assert proc.poll() is None, (root / "holder.err").read_text()
-    os.setpriority(os.PRIO_PROCESS, proc.pid, 19)
+    proc.send_signal(signal.SIGSTOP)
     yield proc, out, spec_path
     stop(proc)
 
@@ -284,7 +284,8 @@ class TestOneRunAtATime:
             wait_for(lambda: "waiting" in err.read_text() or waiter.poll() is not None, 120)
             assert waiter.poll() is None, err.read_text()
             assert str(proc.pid) in err.read_text()
-            proc.send_signal(signal.SIGTERM)  # the holder is stopped as `kill` or a scheduler would
+            proc.send_signal(signal.SIGCONT)  # back to training, then
+            proc.send_signal(signal.SIGTERM)  # stopped as `kill` or a scheduler would
             assert proc.wait(timeout=120) == 143
             holder_err = (out.parent.parent / "holder.err").read_text()
             assert "Traceback" not in holder_err
