@@ -116,6 +116,19 @@ def smoke_study(smoke_env, session_dir) -> Path:
     return out
 
 
+@pytest.fixture(scope="session")
+def smoke_report(smoke_study, smoke_env, session_dir) -> Path:
+    """The report folder of the session's smoke study (``ablate report STUDY --out FOLDER``),
+    written once for the tests that read it; they read it or report it again elsewhere."""
+    out = session_dir / "smoke-report"
+    with built_once(out) as todo:
+        if todo:
+            result = ablate("report", smoke_study, "--out", out, env=smoke_env, timeout=900)
+            assert result.returncode == 0, result.stderr
+            (out / ".built").touch()
+    return out
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules with slow tests first, each module's tests kept together and in order. xdist
     deals whole modules out in this order (``--no-loadscope-reorder`` in ``pyproject.toml``;

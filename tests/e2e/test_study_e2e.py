@@ -5,6 +5,7 @@ same results table as an uninterrupted one; an installed plugin objective runs i
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import signal
 import subprocess
@@ -100,17 +101,13 @@ def test_smoke_study_trains_finetunes_and_reports_every_objective(smoke_run, dat
 
 
 def test_the_report_tests_the_papers_claims_and_its_seed_plan_command_runs(
-    smoke_run, data_env, tmp_path
+    smoke_report, data_env, tmp_path
 ):
     """One model per arm: every covered claim is unresolved and points at a pilot plan whose
     `--dry-run` command (as the report prints it, plus an --out away from runs/) prices it; the
-    report folder then reports again to the same markdown."""
-    import shlex
-
-    out = smoke_run
-    report = ablate(["report", str(out), "--out", str(tmp_path / "r")], data_env)
-    assert report.returncode == 0, report.stderr
-    text = (tmp_path / "r" / "report.md").read_text()
+    report folder then reports again to the same markdown. (``smoke_report``: the session's
+    smoke study reported once with ``ablate report STUDY --out FOLDER``.)"""
+    text = (smoke_report / "report.md").read_text()
     assert "## The paper's claims (GLUE at 100% of the budget)" in text
     assert "| electra − bert_mlm |" in text and "**unresolved at this power**" in text
     command = text.split("Its cost: `", 1)[1].split("`", 1)[0]
@@ -119,7 +116,7 @@ def test_the_report_tests_the_papers_claims_and_its_seed_plan_command_runs(
     dry = ablate([*shlex.split(command)[1:], "--out", str(tmp_path / "dry")], env)
     assert dry.returncode == 0, dry.stderr
     assert "still to do: about" in dry.stdout and not (tmp_path / "dry" / "pretrain").exists()
-    again = ablate(["report", str(tmp_path / "r"), "--out", str(tmp_path / "again")], data_env)
+    again = ablate(["report", str(smoke_report), "--out", str(tmp_path / "again")], data_env)
     assert again.returncode == 0, again.stderr
     assert (tmp_path / "again" / "report.md").read_text() == text
 
