@@ -66,6 +66,17 @@ class Contender:
     facts: dict[str, object] = field(default_factory=dict)
 
 
+def update(
+    optimizer: torch.optim.Optimizer, params: list[torch.Tensor], loss: torch.Tensor
+) -> None:
+    """One optimizer step from ``loss``, as the engine takes it (gradients clipped at the
+    recipe's norm), the same for every contender."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
+    optimizer.step()
+
+
 def ours(
     cfg: BackboneConfig, batch_size: int, device: torch.device, compile: bool | str = False
 ) -> Contender:
@@ -79,10 +90,7 @@ def ours(
     def step() -> float:  # the engine's train_step, minus data loading and logging
         with autocast(device):
             out = forward(batch)
-        optimizer.zero_grad(set_to_none=True)
-        out.loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
-        optimizer.step()
+        update(optimizer, params, out.loss)
         return out.loss.item()  # metrics stay on the device, as in the engine
 
     flops = objective_flops(objective, cfg.max_seq_len, batch_size)["standard"]
@@ -130,11 +138,8 @@ def peer(cfg: BackboneConfig, batch_size: int, device: torch.device) -> Contende
             is_replaced = (corrupted != input_ids).long()
             disc = discriminator(corrupted, attention_mask=attention_mask, labels=is_replaced)
             loss = gen.loss + DISC_WEIGHT * disc.loss
-        value = loss.item()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
-        optimizer.step()
+        value = loss.item()  # as its users write it: the loss read back every step
+        update(optimizer, params, loss)
         return value
 
     return Contender(step, {"peer_attention": discriminator.config._attn_implementation})
@@ -176,11 +181,8 @@ def electra_pytorch(cfg: BackboneConfig, batch_size: int, device: torch.device) 
     def step() -> float:
         with autocast(device):
             loss = model(input_ids, attention_mask=attention_mask).loss
-        value = loss.item()
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, SPEC.grad_clip)
-        optimizer.step()
+        value = loss.item()  # as its users write it: the loss read back every step
+        update(optimizer, params, loss)
         return value
 
     return Contender(step)

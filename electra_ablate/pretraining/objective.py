@@ -134,12 +134,12 @@ def metric_kind(name: str, declared: Mapping[str, str] | None = None) -> MetricK
 def declared_metric_kinds(objectives: Iterable[str]) -> dict[str, str]:
     """The ``metric_kinds`` that the named objectives declare, where they are installed."""
     try:
-        registered = available_objectives()
+        known = available_objectives()
     except AblateError:
         return {}
     declared: dict[str, str] = {}
     for name in objectives:
-        found = _installed(name, registered)
+        found = _installed(name, known)
         if found is not None:
             declared |= dict(found.metric_kinds)
     return declared
@@ -311,11 +311,11 @@ def init_output_biases(objective: Objective, kinds: Collection[str]) -> list[str
     return sorted(set(done))
 
 
-def _installed(name: str, registered: Mapping[str, type[Objective]]) -> type[Objective] | None:
+def _installed(name: str, known: Mapping[str, type[Objective]]) -> type[Objective] | None:
     """Objective ``name`` where it is installed here (registered, or importable as
     ``package.module:Class``), else None: reports read folders made on other machines."""
     if not is_import_path(name):
-        return registered.get(name)
+        return known.get(name)
     try:
         return import_objective(name)
     except AblateError:
