@@ -5,6 +5,12 @@
 #   bash KIT/node.sh KIT OUT [STEP ...]
 #
 # STEPs, run in order (default: doctor test bench):
+#   session     everything one stretch of lent GPU time can do, in one call bounded by
+#               SESSION_SECONDS (default 540, from this script's start to its last file):
+#               doctor, CUDA tests, bench, the study's measured time model, then the largest
+#               rung of the FLOPs ladder that fits, packed as it finishes (session.py beside
+#               this script): OUT/session.json, session.log, doctor.json, bench.json, plan.json
+#               and one pack; at most six files whatever happens
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
 #   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
 #               some), else the doctor's checks on every device: OUT/cuda-tests.log
@@ -18,32 +24,39 @@
 # Every step leaves its files under OUT whatever happens to the others; the exit code is the
 # first failing step's. Environment (defaults): PYTHON (python3), WORK (/tmp/ablate-work: the
 # installed wheels, the unpacked data and the study folder), DEVICE (cuda), JOB_SECONDS (540),
-# WORKERS (1), REPO (the current folder), DOCTOR_ARGS, BENCH_ARGS (--preset small --batch 128
+# WORKERS (1; the session's default 4 share the one GPU), REPO (the current folder), DOCTOR_ARGS,
+# SESSION_SECONDS (540), BENCH_ARGS (--preset small --batch 128
 # --steps 20), BENCH_COMPILE (on cuda "true reduce-overhead", i.e. compiled and compiled with
 # CUDA graphs; elsewhere none: CUDA graphs need CUDA and compiling a CPU step takes minutes).
 set -uo pipefail
+START=$(date +%s)
 
 if [ $# -lt 2 ]; then
-    echo "usage: bash node.sh KIT OUT [doctor|test|bench|unit I/N ...]" >&2
+    echo "usage: bash node.sh KIT OUT [doctor|test|bench|session|unit I/N ...]" >&2
     exit 2
 fi
 KIT=$(cd "$1" && pwd) || { echo "error: no kit at $1" >&2; exit 2; }
 OUT=$2
 shift 2
 [ -f "$KIT/kit.json" ] || { echo "error: $KIT is not a kit (no kit.json)" >&2; exit 2; }
-mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
+mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd) && touch "$OUT/.writable" && rm -f "$OUT/.writable" ||
+    { echo "error: OUT ($OUT) cannot be written: nothing was run" >&2; exit 2; }
 STEPS=("$@")
 [ ${#STEPS[@]} -gt 0 ] || STEPS=(doctor test bench)
 
 PYTHON=${PYTHON:-python3}
-WORK=${WORK:-/tmp/ablate-work}
+# WORK belongs to one kit: another kit's wheels, data and study are never reused
+KIT_SUM=$(sha256sum "$KIT/kit.json" | cut -c1-12)
+WORK=${WORK:-/tmp/ablate-work}/kit-$KIT_SUM
 DEVICE=${DEVICE:-cuda}
 if [ "$DEVICE" = cuda ]; then BENCH_COMPILE=${BENCH_COMPILE-true reduce-overhead}; fi
 BENCH_COMPILE=${BENCH_COMPILE-}
 JOB_SECONDS=${JOB_SECONDS:-540}
+SESSION_SECONDS=${SESSION_SECONDS:-540}
 WORKERS=${WORKERS:-1}
 REPO=${REPO:-$PWD}
 BENCH_ARGS=${BENCH_ARGS:---preset small --batch 128 --steps 20}
+SESSION_BENCH_ARGS=${SESSION_BENCH_ARGS:---preset small --batch 128 --steps 20 --warmup 3 --no-memory}
 DOCTOR_ARGS=${DOCTOR_ARGS:-}
 SITE=$WORK/site
 STUDY=$("$PYTHON" -c 'import json, sys; print(json.load(open(sys.argv[1]))["study"])' \
@@ -86,7 +99,9 @@ step_test() {
     files=$(grep -rl --include="test_*.py" "mark\.cuda" "$REPO"/tests 2>/dev/null)
     if [ -n "$files" ]; then
         # shellcheck disable=SC2086
-        (cd "$REPO" && "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider $files) 2>&1 |
+        # PYTHONSAFEPATH: the checkout's electra_ablate/ must not hide the installed wheel
+        (cd "$REPO" && PYTHONSAFEPATH=1 "$PYTHON" -m pytest -m cuda -q -p no:cacheprovider \
+            -o addopts= $files) 2>&1 |
             tee "$OUT/cuda-tests.log"
         return "${PIPESTATUS[0]}"
     fi
@@ -133,6 +148,27 @@ step_bench() {
     return $status
 }
 
+step_session() {
+    # In the background, waited for: a SIGTERM or SIGINT to this script is passed on, and the
+    # script stays until the session has written its last pack and record.
+    local child rc
+    # shellcheck disable=SC2086
+    "$PYTHON" "$KIT/session.py" --kit "$KIT" --out "$OUT" --work "$WORK" --repo "$REPO" \
+        --device "$DEVICE" --seconds "$SESSION_SECONDS" --started "$START" \
+        --workers "${SESSION_WORKERS:-4}" --bench-args "$SESSION_BENCH_ARGS" ${SESSION_ARGS:-} &
+    child=$!
+    trap 'kill -TERM "$child" 2>/dev/null' TERM
+    trap 'kill -INT "$child" 2>/dev/null' INT
+    wait "$child"
+    rc=$?
+    while kill -0 "$child" 2>/dev/null; do  # a trapped signal ended the wait, not the session
+        wait "$child"
+        rc=$?
+    done
+    trap - TERM INT
+    return $rc
+}
+
 step_unit() {
     local shard=$1 name rc
     name="$STUDY-shard-${shard/\//-of-}"
@@ -140,11 +176,14 @@ step_unit() {
         "$KIT/spec.yaml" --data-bundle "$WORK/data" --out "$WORK/study" --shard "$shard" \
         --workers "$WORKERS" --no-progress) 2>&1 | tee "$OUT/$name.log"
     rc=${PIPESTATUS[0]}
-    if [ "$rc" -eq 124 ] || [ "$rc" -eq 143 ]; then
-        echo "shard $shard stopped at the job's limit ($JOB_SECONDS s): finished work is" \
+    [ "$rc" -ne 2 ] || return 2  # refused (a bad shard, a bad spec): it did nothing to pack
+    if [ "$rc" -eq 124 ] || [ "$rc" -eq 143 ] || [ "$rc" -eq 130 ]; then
+        echo "shard $shard stopped at the job's limit ($JOB_SECONDS s): its finished work is" \
             "packed; run 'unit $shard' again on this machine to resume" | tee -a "$OUT/$name.log"
-        rc=0
     fi
+    # the tables and study.json of what finished (a stopped shard has written neither)
+    (cd "$WORK" && "$PYTHON" -m electra_ablate run "$KIT/spec.yaml" --data-bundle "$WORK/data" \
+        --out "$WORK/study" --collect --no-progress) >>"$OUT/$name.log" 2>&1
     [ -f "$WORK/study/study.json" ] || return "${rc:-1}"
     ablate pack "$WORK/study" --out "$OUT/$name.pack.tar.gz" || return 1
     return "$rc"
@@ -160,11 +199,12 @@ while [ $i -lt ${#STEPS[@]} ]; do
         doctor) step_doctor; rc=$? ;;
         test) step_test; rc=$? ;;
         bench) step_bench; rc=$? ;;
+        session) step_session; rc=$? ;;
         unit)
             i=$((i + 1))
             if [ $i -ge ${#STEPS[@]} ]; then echo "error: unit needs I/N" >&2; exit 2; fi
             step_unit "${STEPS[$i]}"; rc=$? ;;
-        *) echo "error: unknown step '$step' (doctor, test, bench, unit I/N)" >&2; exit 2 ;;
+        *) echo "error: unknown step '$step' (doctor, test, bench, session, unit I/N)" >&2; exit 2 ;;
     esac
     if [ $rc -ne 0 ] && [ $status -eq 0 ]; then status=$rc; fi
     i=$((i + 1))

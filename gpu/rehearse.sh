@@ -2,8 +2,11 @@
 # The offline GPU-node path rehearsed on the CPU (CI runs it; a few minutes): a kit for the
 # micro study gpu/rehearsal.yaml; a fresh virtual environment holding only CPU torch and the
 # packages the kit relies on a node to have (electra_ablate.study.kit.NODE_PACKAGES and NODE_EXTRAS,
-# at this environment's versions), so neither polars nor datasets; node.sh there (doctor, test,
-# bench, both shards as packs); then `ablate merge` and `ablate report` back here.
+# at this environment's versions), so neither polars nor datasets; node.sh there: both shards as
+# packs, then four sessions (`node.sh KIT OUT session`): a whole one, one whose deadline leaves
+# no time for the study, one stopped by SIGTERM while pre-training and one killed (SIGKILL)
+# during evaluation, each checked by gpu/check_session.py (at most 8 files, a truthful
+# session.json, packs that merge); then `ablate merge` and `ablate report` back here.
 #
 #   bash gpu/rehearse.sh            (with the project's environment active; REHEARSAL_DIR keeps
 #                                    the files, default a temporary folder)
@@ -52,16 +55,73 @@ for missing in polars datasets electra_ablate pydantic; do
     fi
 done
 
-echo "== node.sh (there)"
+node() {  # node OUT STEP...: node.sh as the node runs it (its Python only, no raw data)
+    local out=$1
+    shift
+    env -u PYTHONPATH -u VIRTUAL_ENV -u ABLATE_CACHE ABLATE_DATA_DIR="$SCRATCH/no-raw-data" \
+        PYTHON="$NODE_PY" WORK="$SCRATCH/work" DEVICE=cpu OMP_NUM_THREADS=1 REPO="$PWD" \
+        DOCTOR_ARGS="--no-compile --steps 3" BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1" \
+        SESSION_BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1 --no-memory" \
+        SESSION_WORKERS=2 bash "$SCRATCH/kit/node.sh" "$SCRATCH/kit" "$out" "$@"
+}
+check() {  # check OUT RC EXPECTATION: what a session left (gpu/check_session.py)
+    python gpu/check_session.py "$1" "$2" --expect "$3"
+}
+session_field() {  # session_field OUT PYTHON-EXPRESSION-OF-r: polls a live session.json
+    python -c "import json,sys; r=json.load(open(sys.argv[1]+'/session.json')); print($2)" "$1" 2>/dev/null
+}
+stop_session() {  # stop_session OUT SIGNAL CONDITION: signal node.sh when CONDITION holds
+    local out=$1 sig=$2 cond=$3 i
+    for i in $(seq 600); do
+        [ "$(session_field "$out" "$cond")" = True ] && break
+        sleep 0.5
+    done
+    if [ "$sig" = KILL ]; then  # everything, at once: node.sh, the session and its children
+        pkill -KILL -f -- "node.sh $SCRATCH/kit $out " || true
+        pkill -KILL -f -- "session.py .*--out $out " || true
+        pkill -KILL -f -- "$SCRATCH/work" || true
+    else  # node.sh alone: it passes the signal on and waits for the session
+        pkill "-$sig" -f -- "node.sh $SCRATCH/kit $out " || true
+    fi
+}
+
+export SCRATCH NODE_PY  # node() runs in child shells too
+echo "== node.sh (there): units"
 rm -rf "$SCRATCH/out" "$SCRATCH/work"
-env -u PYTHONPATH -u VIRTUAL_ENV -u ABLATE_CACHE ABLATE_DATA_DIR="$SCRATCH/no-raw-data" \
-    PYTHON="$NODE_PY" WORK="$SCRATCH/work" DEVICE=cpu OMP_NUM_THREADS=1 \
-    DOCTOR_ARGS="--no-compile --steps 3" BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1" \
-    bash "$SCRATCH/kit/node.sh" "$SCRATCH/kit" "$SCRATCH/out" doctor test bench unit 1/2 unit 2/2
+node "$SCRATCH/out" unit 1/2 unit 2/2
+
+echo "== node.sh (there): sessions"
+rm -rf "$SCRATCH"/session-*
+# a whole session: every phase, the study at the largest rung that fits
+rc=0; SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e9,3e9 --doctor-steps 3" \
+    node "$SCRATCH/session-whole" session || rc=$?
+check "$SCRATCH/session-whole" $rc finished
+# a deadline that leaves no time for the study
+rc=0; SESSION_SECONDS=25 SESSION_ARGS="--ladder 1e9 --doctor-steps 3" \
+    node "$SCRATCH/session-short" session || rc=$?
+check "$SCRATCH/session-short" $rc skipped-study
+# SIGTERM to node.sh while the pair pre-trains (a rung far too long for the session)
+SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e12 --phases plan,study --pack-every 5" \
+    node "$SCRATCH/session-term" session &
+pid=$!
+stop_session "$SCRATCH/session-term" TERM "r['phases'].get('study',{}).get('packed_at_s',0)>0"
+rc=0; wait $pid || rc=$?
+check "$SCRATCH/session-term" $rc stopped
+# SIGKILL of everything once evaluations are packed: the last pack and record stand
+SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e11 --phases plan,study --pack-every 5" \
+    node "$SCRATCH/session-kill" session &
+pid=$!
+stop_session "$SCRATCH/session-kill" KILL \
+    "r['phases'].get('study',{}).get('evaluations',{}).get('done',0)>0"
+rc=0; wait $pid || rc=$?
+check "$SCRATCH/session-kill" $rc killed
 
 echo "== merge and report (here)"
 rm -rf "$SCRATCH/merged"
 ablate merge "$SCRATCH"/out/*.pack.tar.gz --into "$SCRATCH/merged"
+rm -rf "$SCRATCH/merged-session"
+ablate merge "$SCRATCH"/session-whole/*.pack.tar.gz --into "$SCRATCH/merged-session"
+ablate report "$SCRATCH/merged-session"
 ablate report "$SCRATCH/merged"
 python - "$SCRATCH/merged" <<'PY'
 import sys

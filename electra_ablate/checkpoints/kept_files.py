@@ -17,6 +17,14 @@ META_FILE = "kept.json"
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt")
 
 
+def weights_elsewhere(directory: Path) -> bool:
+    """A kept folder that arrived in a result pack: its ``kept.json`` alone, which says which
+    checkpoint a fine-tune used. Packs carry no weights, by design; they stay on the machine
+    that trained them, so this is no damage."""
+    directory = Path(directory)
+    return directory.is_dir() and [p.name for p in directory.iterdir()] == [META_FILE]
+
+
 def kept_problem(directory: Path) -> str | None:
     """What is wrong with a kept folder, or None: ``missing``, a file failing the manifest's
     checksum, or (no manifest) a file that cannot be read. Reads, never writes, and is cheap for

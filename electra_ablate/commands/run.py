@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from enum import Enum
 from pathlib import Path
 
@@ -89,6 +90,12 @@ def register(app: typer.Typer) -> None:
         sbatch: list[str] = typer.Option(
             [], "--sbatch", metavar="KEY=VALUE", help="an extra #SBATCH option (repeatable)"
         ),
+        plan_json: Path | None = typer.Option(
+            None,
+            "--plan-json",
+            metavar="FILE",
+            help="with --dry-run: also write the plan and its measured time model as JSON",
+        ),
         data_bundle: Path | None = typer.Option(
             None,
             "--data-bundle",
@@ -118,8 +125,12 @@ def register(app: typer.Typer) -> None:
         spec = load_spec(spec_path, overrides, check_data=True)
         out_dir = out or Path("runs") / spec.name
         device_name = device.value if device else None
+        if plan_json is not None and not dry_run:
+            raise InputError("--plan-json goes with --dry-run")
         if dry_run:
-            print_plan(spec, spec_path, out_dir, device_name, overrides, workers, progress)
+            print_plan(
+                spec, spec_path, out_dir, device_name, overrides, workers, progress, plan_json
+            )
             return
         from electra_ablate.study import run_study
 
@@ -156,11 +167,16 @@ def register(app: typer.Typer) -> None:
         )
 
 
-def print_plan(spec, spec_path, out_dir, device, overrides, workers, progress=None) -> None:
+def print_plan(
+    spec, spec_path, out_dir, device, overrides, workers, progress=None, json_out=None
+) -> None:
     from electra_ablate.infra.progress import format_duration
+    from electra_ablate.infra.storage import atomic_write_text
     from electra_ablate.study.estimate import estimate_plan
 
     estimate = estimate_plan(spec, spec_path, out_dir, device, overrides, workers, progress)
+    if json_out is not None:  # what a caller sizes work with (gpu/session.py)
+        atomic_write_text(json_out, json.dumps(estimate.as_dict(), indent=2))
     # a label is its objective's name unless the spec gives one: then the column says nothing
     named = any(r["label"] != r["objective"] for r in estimate.rows if r["objective"] != "none")
     rows = [

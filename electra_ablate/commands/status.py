@@ -59,6 +59,11 @@ def register(app: typer.Typer) -> None:
             f"fine-tunes: {ft['done']} done{skipped}, {ft['failed']} failed, "
             f"{ft['pending']} pending{references}"
         )
+        if found.kept_elsewhere:
+            lines.append(
+                f"kept encoders: {len(found.kept_elsewhere)} merged from result packs, their "
+                "weights left on the machine that trained them (packs carry none)"
+            )
         for path, problem in found.kept_problems:
             what = "missing" if problem == "missing" else f"corrupt ({problem})"
             lines.append(f"kept encoder {what}: {path}")

@@ -64,6 +64,26 @@ class StudyEstimate:
     how: str
     wall_range_s: tuple[float, float] = (0.0, 0.0)  # the fastest and slowest it could be
     load: str = ""  # the machine's load while it was measured
+    device: str = ""  # where it was measured
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan and its time model as plain JSON (``ablate run --dry-run --plan-json``)."""
+        return {
+            "device": self.device,
+            "rows": [
+                dict(
+                    r,
+                    est_pretrain_s=r["est_pretrain_min"] * 60,
+                    est_finetune_s=r["est_finetune_min"] * 60,
+                )
+                for r in self.rows
+            ],
+            "serial_s": self.serial_s,
+            "wall_s": self.wall_s,
+            "wall_range_s": list(self.wall_range_s),
+            "load": self.load,
+            "how": self.how,
+        }
 
 
 def load_factor() -> float:
@@ -167,7 +187,9 @@ def estimate_study(
     )
     serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
     walls = {key: makespan(*costs[key], workers) for key in costs}
-    return StudyEstimate(rows, serial, walls["mid"], how, (walls["low"], walls["high"]), load)
+    return StudyEstimate(
+        rows, serial, walls["mid"], how, (walls["low"], walls["high"]), load, str(study.device)
+    )
 
 
 def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]:

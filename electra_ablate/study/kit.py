@@ -11,7 +11,8 @@ here, everything such a node needs to run the study:
   (``CARRIED``), downloaded for the node's Python and platform, at the versions installed here;
 - ``spec.yaml``: the spec; ``node.sh`` and ``README.md``: the script that runs on the node
   (doctor, CUDA tests, throughput bench, the study's shards, each leaving a result pack) and how
-  to use it; ``bench/``: the throughput bench;
+  to use it; ``session.py``: one stretch of GPU time in one command (``node.sh ... session``);
+  ``bench/``: the throughput bench;
 - ``kit.json``: what the kit holds, with sizes and checksums, and ``NODE_PACKAGES``, what it
   relies on the node to have already.
 
@@ -47,8 +48,16 @@ DATA_ARCHIVE = "data.tar.xz"
 NODE_LIMIT_BYTES = 64 * 2**20
 """What the GPU nodes this was written for let a job bring in, wheels and data together."""
 
-CARRIED = ("pydantic", "pydantic-core", "annotated-types", "typing-inspection")
-"""Packages the job path needs that a GPU node's image lacks: small, carried as wheels."""
+CARRIED = (
+    "pydantic",
+    "pydantic-core",
+    "annotated-types",
+    "typing-inspection",
+    "typing-extensions",
+)
+"""Packages the job path needs that a GPU node's image lacks: small, carried as wheels.
+``typing-extensions`` is on a node already, but pydantic needs a version as new as its own:
+the one installed here travels with it."""
 
 NODE_PACKAGES = (
     "torch",
@@ -73,6 +82,7 @@ NODE_EXTRAS = ("transformers", "pytest")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The source checkout a kit is made from (``electra_ablate/study/kit.py`` is two folders down)."""
 GPU_FOLDER = PROJECT_ROOT / "gpu"
+GPU_FILES = ("node.sh", "session.py", "README.md")
 BENCH_FILES = ("pretrain_throughput.py", "common.py")
 
 
@@ -115,7 +125,7 @@ def build_kit(
         download_wheels(wheels, python_version, platforms, log)
         build_project_wheel(wheels, log)
         shutil.copyfile(spec_path, tmp / "spec.yaml")
-        for name in ("node.sh", "README.md"):
+        for name in GPU_FILES:
             shutil.copyfile(GPU_FOLDER / name, tmp / name)
         (tmp / "bench").mkdir()
         for name in BENCH_FILES:

@@ -218,6 +218,12 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
     layout = StudyLayout(Path(study_dir))
     if not layout.root.is_dir():
         raise InputError(f"study folder not found: {layout.root}")
+    units = (layout.pretrain_dir, layout.baseline_dir, layout.finetune_dir)
+    if (layout.root / "report.md").is_file() and not any(p.is_dir() for p in units):
+        raise InputError(
+            f"{layout.root} is a report folder (written by `ablate report`), not a study: pack "
+            "the study folder the report was made from"
+        )
     for needed in (layout.study_json, layout.runs):
         if not needed.is_file():
             raise InputError(

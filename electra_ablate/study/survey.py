@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.checkpoints.kept_files import kept_problem
+from electra_ablate.checkpoints.kept_files import kept_problem, weights_elsewhere
 from electra_ablate.infra.layout import BASELINE_FRACTION, PLAN_FILE, RunLayout, StudyLayout
 from electra_ablate.infra.locks import Holder, current_holder
 
@@ -35,6 +35,7 @@ class Survey:
     finetunes: dict[str, int] = field(default_factory=dict)  # done, skipped, failed, pending
     reference_scores: int = 0  # evaluations of reference scorers (no encoder), all states
     kept_problems: list[tuple[Path, str]] = field(default_factory=list)
+    kept_elsewhere: list[Path] = field(default_factory=list)  # merged from packs: no weights
     damaged: list[tuple[Path, str]] = field(default_factory=list)
     disk_bytes: int = 0
     state_bytes: int = 0  # training states of finished runs (what `clean --states` frees)
@@ -80,7 +81,9 @@ def survey(root: Path, check_kept: bool = True) -> Survey:
         if unit.state == "done":
             if check_kept:
                 for fraction in fractions:
-                    if (problem := kept_problem(run.kept(fraction))) is not None:
+                    if weights_elsewhere(run.kept(fraction)):
+                        found.kept_elsewhere.append(run.kept(fraction))
+                    elif (problem := kept_problem(run.kept(fraction))) is not None:
                         found.kept_problems.append((run.kept(fraction), problem))
             if unit.kind == "run" and run.states.is_dir():
                 found.state_bytes += folder_bytes(run.states)

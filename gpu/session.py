@@ -1,0 +1,509 @@
+"""One stretch of lent GPU time in one command: diagnostics, then as much of the study as fits.
+
+``bash KIT/node.sh KIT OUT session`` sets the kit up and runs this file with the node's Python.
+A lent GPU comes for a few minutes (one command of about ten, a few files back, nothing kept),
+so every second is accounted for against one deadline (``--seconds`` from the moment node.sh
+started) and nothing finished is ever lost:
+
+1. ``doctor``: ``ablate doctor`` (software, devices, a timed micro run) -> ``OUT/doctor.json``;
+2. ``tests``: the repository's tests marked ``cuda`` (``tests/test_cuda.py``);
+3. ``bench``: ``bench/pretrain_throughput.py``, ELECTRA-Small at batch 128, ours eager and
+   compiled against ``transformers``' ELECTRA -> ``OUT/bench.json``;
+4. ``plan``: the study's own time model measured here (``ablate run --dry-run --plan-json``:
+   each objective's real training step and each task's estimate, timed on this device);
+5. ``study``: the largest rung of ``LADDER`` that the time model says fits the time left
+   (``budget.flops``), run with ``--workers`` processes sharing the GPU. While it runs, the
+   finished work is collected and packed every ``PACK_EVERY`` seconds (``ablate run --collect``,
+   ``ablate pack``) into ``OUT/<study>-<rung>.pack.tar.gz``, replaced atomically; at the
+   deadline the study is stopped (SIGTERM: finished runs and fine-tunes are kept) and packed a
+   last time.
+
+Each phase is bounded by its cap (``CAPS``) and by the time left, and skipped with the reason
+when too little is left. ``OUT/session.json`` is rewritten after every change of state: per
+phase finished / stopped / failed / skipped and why, its seconds, the measured rates and the
+time model's prediction beside them, so a kill at any moment leaves a truthful record and the
+last pack. Every phase's output goes to ``OUT/session.log``. OUT holds at most six files:
+session.json, session.log, doctor.json, bench.json, plan.json and the pack. The exit status is 0
+only where every phase finished; SIGTERM or SIGINT stop the phase at hand, pack what finished
+and exit 143 or 130.
+
+This file imports nothing but the standard library: everything that needs torch runs in a
+child process, so this one stays small and can always write the record and the pack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+LADDER = (1e15, 3e15, 1e16, 3e16, 1e17)
+"""Pre-training budgets in paper-convention FLOPs per objective. Every stretch picks one of
+these, so runs from different stretches of GPU time and different cards line up."""
+
+CAPS = {"doctor": 75.0, "tests": 90.0, "bench": 150.0, "plan": 150.0}
+"""The most seconds each phase before the study may take (its share of the deadline)."""
+
+MIN_PHASE_S = 15.0
+"""A phase with less than this left is skipped: it could not finish anything."""
+
+PACK_EVERY = 45.0
+"""Seconds between packs of the finished work while the study runs."""
+
+PACK_RESERVE_S = 60.0
+"""Seconds kept at the end for stopping the study and its last collect and pack."""
+
+MARGIN = 1.25
+"""The time model's prediction is multiplied by this before it is compared with the time left."""
+
+GPU_SHARING = 2.0
+"""ASSUMED, NOT MEASURED: how many of the worker processes' pre-training steps and fine-tunes
+one GPU runs side by side at full speed (the small model is bound by the host, not the GPU).
+session.json puts the study's measured wall time beside the prediction made with it."""
+
+STARTUP_S = 45.0
+"""ASSUMED: seconds an ``ablate run`` spends before its first step (imports, the workers'
+start and CUDA contexts, loading the data), and its tables at the end."""
+
+
+def now() -> float:
+    return time.time()
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT reached the session: stop, pack, record, leave."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class Session:
+    """The deadline, the record (``session.json``) and the log every phase writes to."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = Path(args.out)
+        self.deadline = args.started + args.seconds
+        self.log_path = self.out / "session.log"
+        self.record: dict[str, Any] = {
+            "format": "electra-ablate GPU session",
+            "started": dt.datetime.fromtimestamp(args.started, dt.timezone.utc).isoformat(
+                timespec="seconds"
+            ),
+            "session_seconds": args.seconds,
+            "device": args.device,
+            "workers": args.workers,
+            "phases": {},
+            "status": "running",
+        }
+        self.lock = threading.Lock()
+        self.child: subprocess.Popen | None = None
+        self.deferred: int | None = None  # a signal held back while the last pack is written
+        self.deferring = False
+        self.stopping = False  # a signal is being handled: the next ones change nothing
+        self.rung = 0.0  # the budget the study phase chose
+
+    def left(self) -> float:
+        return self.deadline - now()
+
+    def say(self, line: str) -> None:
+        stamp = f"[{now() - self.args.started:6.1f}s]"
+        print(f"{stamp} {line}", flush=True)
+        with open(self.log_path, "a") as log:
+            log.write(f"{stamp} {line}\n")
+
+    def save(self) -> None:
+        """``session.json``, written whole and renamed into place: never half a record."""
+        with self.lock:
+            self.record["elapsed_s"] = round(now() - self.args.started, 1)
+            tmp = self.out / ".session.json.tmp"
+            tmp.write_text(json.dumps(self.record, indent=2))
+            os.replace(tmp, self.out / "session.json")
+
+    def phase(self, name: str, **facts: Any) -> dict[str, Any]:
+        entry = self.record["phases"].setdefault(name, {})
+        entry.update(facts)
+        self.save()
+        return entry
+
+    def run(
+        self,
+        name: str,
+        command: list[str],
+        limit: float,
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+    ) -> str:
+        """Run ``command`` (its own process group, its output appended to the log) for at most
+        ``limit`` seconds: "finished", "failed (exit N)" or "stopped"."""
+        self.say(f"{name}: {' '.join(command)} (at most {limit:.0f} s)")
+        with open(self.log_path, "a") as log:
+            self.child = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=None if env is None else {**os.environ, **env},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # the group is ended whole: workers, compilers, children
+            )
+            try:
+                rc = self.child.wait(timeout=max(limit, 1.0))
+            except subprocess.TimeoutExpired:
+                end_group(self.child)
+                return "stopped"
+            finally:
+                if self.child.poll() is None:  # a signal reached us while it ran
+                    end_group(self.child)
+                self.child = None
+        return "finished" if rc == 0 else f"failed (exit {rc})"
+
+    def ablate(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "electra_ablate", *args]
+
+
+def end_group(child: subprocess.Popen, grace: float = 20.0) -> None:
+    """SIGTERM to the child's process group (``ablate`` keeps finished work and exits), then
+    SIGKILL to whatever is left after ``grace`` seconds."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+def bounded_phase(
+    session: Session,
+    name: str,
+    command: list[str],
+    cwd: Path | None = None,
+    env: dict[str, str] | None = None,
+) -> bool:
+    """One diagnostic phase: run it within its cap and the time left, or skip it and say why."""
+    limit = min(CAPS[name], session.left() - PACK_RESERVE_S)
+    if limit < MIN_PHASE_S:
+        session.phase(name, status="skipped", why=f"{session.left():.0f} s left of the session")
+        return False
+    started = now()
+    session.phase(name, status="running", limit_s=round(limit))
+    status = session.run(name, command, limit, cwd, env)
+    why = f"its limit of {limit:.0f} s was reached" if status == "stopped" else ""
+    session.phase(
+        name, status=status, seconds=round(now() - started, 1), **({"why": why} if why else {})
+    )
+    return status == "finished"
+
+
+# ------------------------------------------------------------------------- the phases
+
+
+def doctor(session: Session) -> None:
+    out = session.out / "doctor.json"
+    steps = "--steps=" + str(session.args.doctor_steps)
+    if bounded_phase(
+        session, "doctor", session.ablate("doctor", "--no-compile", steps, "--json", str(out))
+    ):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            report = json.loads(out.read_text())
+            session.phase("doctor", software=report.get("software"), devices=[
+                {"device": d["device"], "name": d.get("name"), "facts": d.get("facts"),
+                 "failed": [c["name"] for c in d.get("checks", []) if not c.get("ok")]}
+                for d in report.get("devices", [])
+            ])  # fmt: skip
+
+
+def tests(session: Session) -> None:
+    repo = Path(session.args.repo)
+    files = sorted(
+        str(p) for p in (repo / "tests").rglob("test_*.py") if "mark.cuda" in p.read_text()
+    )
+    if not files:
+        session.phase("tests", status="skipped", why=f"no test file under {repo}/tests marks cuda")
+        return
+    command = [
+        sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider",
+        "-o", "addopts=", *files,
+    ]  # fmt: skip
+    # PYTHONSAFEPATH: the checkout's own electra_ablate/ must not hide the installed wheel
+    bounded_phase(session, "tests", command, cwd=repo, env={"PYTHONSAFEPATH": "1"})
+    with contextlib.suppress(OSError):  # pytest's last line: "12 passed, 1 skipped in 30.1s"
+        lines = [
+            ln
+            for ln in session.log_path.read_text().splitlines()
+            if " in " in ln and ("passed" in ln or "failed" in ln or "skipped" in ln)
+        ]
+        if lines:
+            session.phase("tests", summary=lines[-1].strip("= "))
+
+
+def bench(session: Session) -> None:
+    out = session.out / "bench.json"
+    bench_args = session.args.bench_args.split()
+    command = [sys.executable, str(Path(session.args.kit) / "bench" / "pretrain_throughput.py"),
+               "--device", session.args.device, *bench_args, "--json-out", str(out)]  # fmt: skip
+    if session.args.device == "cuda":
+        command.append("--compile")
+    if bounded_phase(session, "bench", command, cwd=Path(session.args.work)):
+        with contextlib.suppress(OSError, ValueError):
+            result = json.loads(out.read_text())
+            steps_per_s = {
+                side: 1.0 / result[f"{side}_step_s"]
+                for side in ("ours", "ours_compiled", "peer", "electra_pytorch")
+                if f"{side}_step_s" in result
+            }
+            session.phase(
+                "bench",
+                steps_per_s=steps_per_s,
+                ratio=result.get("ratio"),
+                mfu=result.get("mfu"),
+                tokens_per_s=result.get("ours_tokens_per_s"),
+            )
+
+
+def study_args(session: Session, *extra: str) -> list[str]:
+    a = session.args
+    return session.ablate(
+        "run", str(Path(a.kit) / "spec.yaml"), "--data-bundle", str(Path(a.work) / "data"),
+        "--device", a.device, "--no-progress", *extra,
+    )  # fmt: skip
+
+
+def plan(session: Session) -> dict[str, Any] | None:
+    """The study's time model at the spec's own budget, measured on this device."""
+    out = session.out / "plan.json"
+    command = study_args(session, "--out", str(Path(session.args.work) / "plan-study"),
+                         "--dry-run", "--plan-json", str(out))  # fmt: skip
+    if not bounded_phase(session, "plan", command, cwd=Path(session.args.work)):
+        return None
+    try:
+        return json.loads(out.read_text())
+    except (OSError, ValueError) as e:
+        session.phase("plan", status="failed", why=f"plan.json unreadable: {e}")
+        return None
+
+
+def spec_budget(session: Session) -> float:
+    """The spec's ``budget.flops``: the budget the plan was timed at."""
+    for line in (Path(session.args.kit) / "spec.yaml").read_text().splitlines():
+        if line.strip().startswith("flops:"):
+            return float(line.split(":", 1)[1].split("#")[0])
+    raise ValueError("the kit's spec sets no budget.flops")
+
+
+def predict(
+    model: dict[str, Any], measured_at: float, rung: float, workers: int
+) -> dict[str, float]:
+    """Seconds the study takes at ``rung``: each run's pre-training scales with its steps, the
+    evaluations do not; ``workers`` processes share the GPU as ``GPU_SHARING`` says."""
+    pretrain = [
+        r["est_pretrain_s"] * rung / measured_at for r in model["rows"] if r["status"] != "done"
+    ]
+    finetune = [r["est_finetune_s"] for r in model["rows"]]
+    serial = sum(pretrain) + sum(finetune)
+    sharing = min(float(workers), GPU_SHARING)
+    wall = max(serial / sharing, max(pretrain, default=0.0)) + STARTUP_S
+    return {
+        "pretrain_s": sum(pretrain),
+        "finetune_s": sum(finetune),
+        "serial_s": serial,
+        "wall_s": wall,
+    }
+
+
+def choose_rung(session: Session, model: dict[str, Any] | None) -> tuple[float, str, dict]:
+    """The largest rung whose predicted wall time (times ``MARGIN``) fits the time left; the
+    first rung when none does (its finished parts are packed as they come) or the plan failed."""
+    left = session.left() - PACK_RESERVE_S
+    ladder = session.args.ladder
+    if model is None:
+        return ladder[0], "no time model (the plan phase did not finish): the first rung", {}
+    measured_at = spec_budget(session)
+    predictions = {f"{r:.3g}": predict(model, measured_at, r, session.args.workers) for r in ladder}
+    fitting = [r for r in ladder if predictions[f"{r:.3g}"]["wall_s"] * MARGIN <= left]
+    if fitting:
+        rung = fitting[-1]
+        return (
+            rung,
+            f"the largest rung predicted to fit {left:.0f} s (x{MARGIN} margin)",
+            predictions,
+        )
+    return ladder[0], (f"no rung is predicted to fit {left:.0f} s: the first rung, its finished "
+                       "parts packed as they come"), predictions  # fmt: skip
+
+
+def study_folder(session: Session) -> Path:
+    """The study folder of this session's rung (each rung is a study of its own: the budget is
+    part of the spec that makes a study)."""
+    return Path(session.args.work) / f"study-{session.rung:.3g}".replace("+", "")
+
+
+def pack(session: Session, rung_args: list[str], pack_path: Path) -> bool:
+    """Collect the finished work into the study's tables, then pack it (atomically)."""
+    study = study_folder(session)
+    with open(session.log_path, "a") as log:
+        for command in (
+            study_args(session, "--out", str(study), *rung_args, "--collect"),
+            session.ablate("pack", str(study), "--out", str(pack_path)),
+        ):
+            done = subprocess.run(
+                command, stdout=log, stderr=subprocess.STDOUT, cwd=session.args.work
+            )
+            if done.returncode != 0:
+                return False
+    return True
+
+
+def finished_work(session: Session) -> dict[str, Any]:
+    """What the study folder holds finished: each run's steps and steps/s, the fine-tunes."""
+    study = study_folder(session)
+    runs = []
+    for done in sorted(glob.glob(str(study / "pretrain" / "*" / "done.json"))):
+        with contextlib.suppress(OSError, ValueError):
+            record = json.loads(Path(done).read_text())
+            wall = record.get("wall_s") or 0.0
+            runs.append({
+                "run": Path(done).parent.name, "steps": record.get("steps"),
+                "wall_s": round(wall, 1),
+                "steps_per_s": round(record["steps"] / wall, 2) if wall else None,
+                "flops_paper": record.get("flops_paper"),
+            })  # fmt: skip
+    jobs = {"done": 0, "failed": 0}
+    for path in glob.glob(str(study / "finetune" / "*.json")):
+        with contextlib.suppress(OSError, ValueError):
+            status = json.loads(Path(path).read_text()).get("status")
+            jobs[status if status in jobs else "failed"] += 1
+    return {"runs": runs, "evaluations": jobs}
+
+
+def study(session: Session, model: dict[str, Any] | None) -> None:
+    left = session.left() - PACK_RESERVE_S
+    if left < MIN_PHASE_S * 4:
+        session.phase("study", status="skipped", why=f"{session.left():.0f} s left of the session")
+        return
+    rung, why, predictions = choose_rung(session, model)
+    session.rung = rung
+    rung_args = ["--set", f"budget.flops={rung:.1e}"]
+    name = json.loads((Path(session.args.kit) / "kit.json").read_text())["study"]
+    pack_path = session.out / f"{name}-{rung:.3g}.pack.tar.gz".replace("+", "")
+    started = now()
+    session.phase("study", status="running", budget_flops=rung, chosen=why,
+                          predicted=predictions.get(f"{rung:.3g}"), ladder_predictions=predictions,
+                          assumed={"gpu_sharing": GPU_SHARING, "startup_s": STARTUP_S},
+                          pack=pack_path.name)  # fmt: skip
+    stop_packing = threading.Event()
+
+    def packer() -> None:  # the last pack is never older than PACK_EVERY seconds
+        while not stop_packing.wait(session.args.pack_every):
+            if pack(session, rung_args, pack_path):
+                session.phase(
+                    "study",
+                    packed_at_s=round(now() - session.args.started, 1),
+                    **finished_work(session),
+                )
+
+    thread = threading.Thread(target=packer, daemon=True)
+    thread.start()
+    command = study_args(session, "--out", str(study_folder(session)), *rung_args,
+                         "--workers", str(session.args.workers))  # fmt: skip
+    try:
+        status = session.run(
+            "study", command, session.left() - PACK_RESERVE_S, Path(session.args.work)
+        )
+    finally:  # also when a signal stopped the study: the last pack is written first
+        session.deferring = True
+        stop_packing.set()
+        thread.join()
+        packed = pack(session, rung_args, pack_path)
+        session.phase(
+            "study", seconds=round(now() - started, 1), packed=packed, **finished_work(session)
+        )
+        session.deferring = False
+    if session.deferred is not None:
+        raise Stopped(session.deferred)
+    why = "the session's deadline came first" if status == "stopped" else ""
+    session.phase("study", status=status, **({"why": why} if why else {}))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kit", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument(
+        "--repo", required=True, help="the checkout whose tests/ holds the CUDA tests"
+    )
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--seconds", type=float, default=540.0, help="the whole call's wall time")
+    parser.add_argument(
+        "--started", type=float, default=now(), help="when the call started (epoch s)"
+    )
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--doctor-steps", type=int, default=10)
+    parser.add_argument(
+        "--bench-args", default="--preset small --batch 128 --steps 20 --warmup 3 --no-memory"
+    )
+    parser.add_argument("--phases", default="doctor,tests,bench,plan,study")
+    parser.add_argument("--pack-every", type=float, default=PACK_EVERY, help="seconds")
+    parser.add_argument(
+        "--ladder",
+        default=",".join(f"{r:.3g}" for r in LADDER),
+        help="the budgets to choose from (a CPU rehearsal's are smaller)",
+    )
+    args = parser.parse_args()
+    args.ladder = sorted(float(r) for r in args.ladder.split(","))
+    session = Session(args)
+    phases = args.phases.split(",")
+
+    def stop(signum: int, _frame: object) -> None:
+        if session.deferring:  # the last pack is being written: finish it, then stop
+            session.deferred = signum
+            return
+        if session.stopping:  # a second signal (node.sh forwards what its group got too)
+            return
+        session.stopping = True
+        raise Stopped(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    session.save()
+    try:
+        for name, step in (("doctor", doctor), ("tests", tests), ("bench", bench)):
+            if name in phases:
+                step(session)
+        model = plan(session) if "plan" in phases else None
+        if "study" in phases:
+            study(session, model)
+    except Stopped as e:
+        for entry in session.record["phases"].values():
+            if entry.get("status") == "running":
+                entry.update(status="stopped", why=f"{e} reached the session")
+        session.record["status"] = f"stopped by {e}"
+        session.say(f"stopped by {e}: the record and the last pack are in {session.out}")
+        session.save()
+        return 128 + e.signum
+    statuses = {n: p.get("status") for n, p in session.record["phases"].items()}
+    ok = all(s == "finished" for s in statuses.values()) and len(statuses) == len(phases)
+    session.record["status"] = (
+        "finished"
+        if ok
+        else "incomplete: " + ", ".join(f"{n} {s}" for n, s in statuses.items() if s != "finished")
+    )
+    session.save()
+    session.say(f"session {session.record['status']} ({now() - args.started:.0f} s)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

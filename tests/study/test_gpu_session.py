@@ -1,0 +1,116 @@
+"""The GPU session's time model and record (gpu/session.py): which rung of the FLOPs ladder a
+measured plan chooses, and what session.json says. gpu/rehearse.sh runs whole sessions on the
+CPU, with a SIGTERM and a SIGKILL among them; these are the decisions, checked fast."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load_session() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpu_session", REPO / "gpu" / "session.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+session_py = load_session()
+
+
+def plan(pretrain_s: float, finetune_s: float) -> dict:
+    """A plan.json as ``ablate run --dry-run --plan-json`` writes it: two runs and a baseline."""
+    rows = [
+        {"label": label, "status": "to do", "est_pretrain_s": pre, "est_finetune_s": finetune_s}
+        for label, pre in (("bert", pretrain_s), ("electra", pretrain_s), ("none", 0.0))
+    ]
+    return {"rows": rows}
+
+
+def a_session(tmp_path: Path, seconds: float, ladder=(1e15, 3e15, 1e16)) -> object:
+    kit = tmp_path / "kit"
+    kit.mkdir()
+    (kit / "spec.yaml").write_text("budget:\n  flops: 1.0e15  # the first rung\n")
+    args = argparse.Namespace(
+        out=str(tmp_path), started=time.time(), seconds=seconds, device="cuda", workers=4,
+        kit=str(kit), ladder=list(ladder),
+    )  # fmt: skip
+    return session_py.Session(args)
+
+
+def test_pre_training_scales_with_the_rung_and_evaluation_does_not():
+    model = plan(pretrain_s=10.0, finetune_s=30.0)
+    low = session_py.predict(model, 1e15, 1e15, workers=1)
+    high = session_py.predict(model, 1e15, 1e16, workers=1)
+    assert high["pretrain_s"] == pytest.approx(10 * low["pretrain_s"])
+    assert high["finetune_s"] == low["finetune_s"] == pytest.approx(90.0)
+
+
+def test_a_finished_run_costs_nothing_more():
+    model = plan(pretrain_s=10.0, finetune_s=0.0)
+    model["rows"][0]["status"] = "done"
+    assert session_py.predict(model, 1e15, 1e15, workers=1)["pretrain_s"] == pytest.approx(10.0)
+
+
+def test_workers_share_the_gpu_no_further_than_assumed():
+    model = plan(pretrain_s=0.0, finetune_s=100.0)
+    one = session_py.predict(model, 1e15, 1e15, workers=1)["wall_s"] - session_py.STARTUP_S
+    many = session_py.predict(model, 1e15, 1e15, workers=16)["wall_s"] - session_py.STARTUP_S
+    assert one / many == pytest.approx(session_py.GPU_SHARING)
+
+
+def test_the_largest_rung_that_fits_with_the_margin_is_chosen(tmp_path):
+    # 40 s of pre-training per run at 1e15: 1e16 needs ~400 s a run, 3e15 ~120 s
+    session = a_session(tmp_path, seconds=session_py.PACK_RESERVE_S + 400)
+    rung, why, predictions = session_py.choose_rung(session, plan(pretrain_s=40.0, finetune_s=5))
+    assert rung == 3e15, predictions
+    assert "largest rung" in why
+    assert set(predictions) == {f"{r:.3g}" for r in (1e15, 3e15, 1e16)}
+
+
+def test_when_no_rung_fits_the_first_is_run_and_the_record_says_so(tmp_path):
+    session = a_session(tmp_path, seconds=session_py.PACK_RESERVE_S + 30)
+    rung, why, _ = session_py.choose_rung(session, plan(pretrain_s=100.0, finetune_s=100.0))
+    assert rung == 1e15
+    assert "no rung is predicted to fit" in why
+
+
+def test_without_a_plan_the_first_rung_is_run(tmp_path):
+    rung, why, predictions = session_py.choose_rung(a_session(tmp_path, 500), None)
+    assert (rung, predictions) == (1e15, {})
+    assert "no time model" in why
+
+
+def test_the_record_is_rewritten_whole_at_every_change(tmp_path):
+    session = a_session(tmp_path, 500)
+    session.phase("doctor", status="running")
+    session.phase("doctor", status="finished", seconds=3.0)
+    record = json.loads((tmp_path / "session.json").read_text())
+    assert record["phases"]["doctor"] == {"status": "finished", "seconds": 3.0}
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_phase_with_too_little_time_left_is_skipped_with_the_reason(tmp_path):
+    session = a_session(tmp_path, seconds=session_py.PACK_RESERVE_S + 1)
+    assert not session_py.bounded_phase(session, "doctor", ["true"])
+    phase = json.loads((tmp_path / "session.json").read_text())["phases"]["doctor"]
+    assert phase["status"] == "skipped" and "left of the session" in phase["why"]
+
+
+def test_a_phase_past_its_limit_is_stopped_and_says_so(tmp_path, monkeypatch):
+    monkeypatch.setitem(session_py.CAPS, "doctor", 1.0)
+    monkeypatch.setattr(session_py, "MIN_PHASE_S", 0.5)
+    session = a_session(tmp_path, seconds=session_py.PACK_RESERVE_S + 60)
+    assert not session_py.bounded_phase(session, "doctor", ["sleep", "30"])
+    phase = json.loads((tmp_path / "session.json").read_text())["phases"]["doctor"]
+    assert phase["status"] == "stopped" and "limit" in phase["why"]
+    assert phase["seconds"] < 25  # ended by its limit and SIGTERM, not by sleeping out
