@@ -152,7 +152,8 @@ class Session:
             self.child = subprocess.Popen(
                 command,
                 cwd=cwd,
-                env=None if env is None else {**os.environ, **env},
+                # PYTHONSAFEPATH: a checkout in the current folder must never hide the wheel
+                env={**os.environ, "PYTHONSAFEPATH": "1", **(env or {})},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the group is ended whole: workers, compilers, children
@@ -210,18 +211,31 @@ def bounded_phase(
 
 
 def doctor(session: Session) -> None:
+    """``ablate doctor``; a check it reports as failed fails the phase (the doctor itself
+    always exits 0: its problems are rows of its report)."""
     out = session.out / "doctor.json"
     steps = "--steps=" + str(session.args.doctor_steps)
-    if bounded_phase(
-        session, "doctor", session.ablate("doctor", "--no-compile", steps, "--json", str(out))
-    ):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            report = json.loads(out.read_text())
-            session.phase("doctor", software=report.get("software"), devices=[
-                {"device": d["device"], "name": d.get("name"), "facts": d.get("facts"),
-                 "failed": [c["name"] for c in d.get("checks", []) if not c.get("ok")]}
-                for d in report.get("devices", [])
-            ])  # fmt: skip
+    command = session.ablate("doctor", "--no-compile", steps, "--json", str(out))
+    if not bounded_phase(session, "doctor", command, cwd=Path(session.args.work)):
+        return
+    try:
+        report = json.loads(out.read_text())
+        devices = [
+            {
+                "device": d["device"],
+                "name": d.get("name"),
+                "facts": d.get("facts"),
+                "failed": [f"{c['name']}: {c.get('detail')}" for c in d["checks"] if not c["ok"]],
+            }
+            for d in report["devices"]
+        ]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        session.phase("doctor", status="failed", why=f"doctor.json unreadable: {e}")
+        return
+    failed = [f"{d['device']}: {line}" for d in devices for line in d["failed"]]
+    session.phase("doctor", software=report.get("software"), devices=devices)
+    if failed:
+        session.phase("doctor", status="failed", why="; ".join(failed)[:1000])
 
 
 def tests(session: Session) -> None:
@@ -236,8 +250,7 @@ def tests(session: Session) -> None:
         sys.executable, "-m", "pytest", "-m", "cuda", "-q", "-rs", "-p", "no:cacheprovider",
         "-o", "addopts=", *files,
     ]  # fmt: skip
-    # PYTHONSAFEPATH: the checkout's own electra_ablate/ must not hide the installed wheel
-    bounded_phase(session, "tests", command, cwd=repo, env={"PYTHONSAFEPATH": "1"})
+    bounded_phase(session, "tests", command, cwd=repo)
     with contextlib.suppress(OSError):  # pytest's last line: "12 passed, 1 skipped in 30.1s"
         lines = [
             ln
