@@ -137,14 +137,7 @@ class Session:
         self.save()
         return entry
 
-    def run(
-        self,
-        name: str,
-        command: list[str],
-        limit: float,
-        cwd: Path | None = None,
-        env: dict[str, str] | None = None,
-    ) -> str:
+    def run(self, name: str, command: list[str], limit: float, cwd: Path | None = None) -> str:
         """Run ``command`` (its own process group, its output appended to the log) for at most
         ``limit`` seconds: "finished", "failed (exit N)" or "stopped"."""
         self.say(f"{name}: {' '.join(command)} (at most {limit:.0f} s)")
@@ -153,7 +146,7 @@ class Session:
                 command,
                 cwd=cwd,
                 # PYTHONSAFEPATH: a checkout in the current folder must never hide the wheel
-                env={**os.environ, "PYTHONSAFEPATH": "1", **(env or {})},
+                env={**os.environ, "PYTHONSAFEPATH": "1"},
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # the group is ended whole: workers, compilers, children
@@ -185,13 +178,7 @@ def end_group(child: subprocess.Popen, grace: float = 20.0) -> None:
     child.wait()
 
 
-def bounded_phase(
-    session: Session,
-    name: str,
-    command: list[str],
-    cwd: Path | None = None,
-    env: dict[str, str] | None = None,
-) -> bool:
+def bounded_phase(session: Session, name: str, command: list[str], cwd: Path | None = None) -> bool:
     """One diagnostic phase: run it within its cap and the time left, or skip it and say why."""
     limit = min(CAPS[name], session.left() - PACK_RESERVE_S)
     if limit < MIN_PHASE_S:
@@ -199,7 +186,7 @@ def bounded_phase(
         return False
     started = now()
     session.phase(name, status="running", limit_s=round(limit))
-    status = session.run(name, command, limit, cwd, env)
+    status = session.run(name, command, limit, cwd)
     why = f"its limit of {limit:.0f} s was reached" if status == "stopped" else ""
     session.phase(
         name, status=status, seconds=round(now() - started, 1), **({"why": why} if why else {})
@@ -391,6 +378,7 @@ def finished_work(session: Session) -> dict[str, Any]:
                 "wall_s": round(wall, 1),
                 "steps_per_s": round(record["steps"] / wall, 2) if wall else None,
                 "flops_paper": record.get("flops_paper"),
+                "compiled": record.get("compiled"), "compile_error": record.get("compile_error"),
             })  # fmt: skip
     jobs = {"done": 0, "failed": 0}
     for path in glob.glob(str(study / "finetune" / "*.json")):

@@ -17,6 +17,7 @@ import hashlib
 import math
 import os
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -151,6 +152,7 @@ class Trainer:
         self.stage = 0
         self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
         self.forward: Any = self.model  # the model, compiled when pretrain.compile says so
+        self.compile_error = ""  # why compiling failed, if it did: the run went on eager
         self.optimizer: torch.optim.AdamW | None = None
         # per stage (as a str: JSON keys); a device tensor until the next log row reads it
         self.stage_start_loss: dict[str, float | torch.Tensor] = {}
@@ -202,7 +204,8 @@ class Trainer:
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
             "precision": self.precision,  # like the device, not part of the run's identity
-            "compiled": use_compile(self.spec.compile, self.device),
+            "compiled": use_compile(self.spec.compile, self.device) and not self.compile_error,
+            **({"compile_error": self.compile_error} if self.compile_error else {}),
         }
 
     def rank_seed(self) -> int:
@@ -230,7 +233,8 @@ class Trainer:
         device: metrics are summed there (``MetricMeans``), the loss's finiteness is recorded
         there and checked when a row is logged (``check_finite``)."""
         metrics, n_tokens = self.train_step(self.batch(self.step))
-        self.stage_start_loss.setdefault(str(self.stage), metrics["loss"])
+        if str(self.stage) not in self.stage_start_loss:  # a copy: under CUDA graphs the next
+            self.stage_start_loss[str(self.stage)] = metrics["loss"].clone()  # replay rewrites it
         self.watch_finite(metrics["loss"])
         self.step += 1
         self.means.add(metrics)
@@ -245,7 +249,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = learning_rate(self.plan, self.step, self.spec)
         with autocast(self.device, self.precision):
-            out = self.forward(batch)
+            out = self.compiled_or_eager(batch)
         metrics: dict[str, torch.Tensor | float] = {"loss": out.loss.detach(), **out.metrics}
         self.optimizer.zero_grad(set_to_none=True)
         params = [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -371,6 +375,24 @@ class Trainer:
         self.watch_divergence(row["loss"])
         bar.update(self.step, f"loss {row['loss']:.3f}  {row['flops_paper']:.2e} FLOPs")
 
+    def compiled_or_eager(self, batch: Batch) -> Any:
+        """The step's forward, compiled when the spec says so. A compiler that fails (a
+        missing toolchain, an unsupported op on this machine) costs the run its speed, never
+        its result: one warning, the rest of the run eager, and ``done.json`` names the error.
+        An error that eager raises as well is the model's, and propagates."""
+        if self.forward is self.model:
+            return self.model(batch)
+        try:
+            return self.forward(batch)
+        except Exception as e:  # noqa: BLE001 - the compiler's errors have no common type
+            self.compile_error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
+            warnings.warn(
+                f"torch.compile failed ({self.compile_error}); this run goes on eager",
+                stacklevel=2,
+            )
+            self.forward = self.model
+            return self.model(batch)
+
     def fetch_start_losses(self) -> dict[str, float]:
         """The stages' first losses as floats (read from the device once, at a log row)."""
         for stage, loss in self.stage_start_loss.items():
@@ -411,7 +433,7 @@ class Trainer:
         self.model = self.dist.wrap(self.objective, self.device)
         self.forward = (
             compiled(self.model, self.spec.compile)
-            if use_compile(self.spec.compile, self.device)
+            if use_compile(self.spec.compile, self.device) and not self.compile_error
             else self.model
         )
 
