@@ -31,6 +31,6 @@ def register(app: typer.Typer) -> None:
         fits = "under" if kit.bytes < NODE_LIMIT_BYTES else "OVER"
         typer.echo(
             f"kit {out}: {mib:.1f} MiB ({fits} the {NODE_LIMIT_BYTES / 2**20:.0f} MiB a node "
-            f"takes); on the node: bash {out.name}/node.sh {out.name} OUT [doctor test bench "
-            "unit I/N]"
+            f"takes); on the node: bash {out.name}/node.sh {out.name} OUT session (one stretch "
+            "of GPU time), or [doctor test bench unit I/N] (gpu/README.md)"
         )
