@@ -40,6 +40,7 @@ import glob
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -381,11 +382,24 @@ def finished_work(session: Session) -> dict[str, Any]:
                 "compiled": record.get("compiled"), "compile_error": record.get("compile_error"),
             })  # fmt: skip
     jobs = {"done": 0, "failed": 0}
+    rates: dict[str, list[float]] = {"finetune_examples_per_s": [], "probe_s": []}
     for path in glob.glob(str(study / "finetune" / "*.json")):
-        with contextlib.suppress(OSError, ValueError):
-            status = json.loads(Path(path).read_text()).get("status")
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError, ZeroDivisionError):
+            record = json.loads(Path(path).read_text())
+            status = record.get("status")
             jobs[status if status in jobs else "failed"] += 1
-    return {"runs": runs, "evaluations": jobs}
+            metrics = record.get("metrics") or {}
+            if "epochs" in metrics:  # a fine-tune: examples seen per second of training
+                seen = metrics["train_examples"] * metrics["epochs"]
+                rates["finetune_examples_per_s"].append(seen / metrics["train_seconds"])
+            elif "wall_seconds" in metrics:  # a probe: features and a fit
+                rates["probe_s"].append(metrics["wall_seconds"])
+    measured = {  # the median job's, and the range
+        key: {"median": round(statistics.median(v), 1), "min": round(min(v), 1),
+              "max": round(max(v), 1), "jobs": len(v)}
+        for key, v in rates.items() if v
+    }  # fmt: skip
+    return {"runs": runs, "evaluations": jobs, **measured}
 
 
 def study(session: Session, model: dict[str, Any] | None) -> None:
