@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -58,21 +59,23 @@ def make_trainer(
     batch_size: int = 4,
     params: dict | None = None,
     backbone: BackboneConfig = CFG,
-    **spec_overrides,
+    device: torch.device | str = "cpu",
+    train_batches: Any = None,
+    heldout_batches: Any = "synthetic",
+    checkpoints: tuple[float, ...] = (0.5, 1.0),
+    **spec_overrides: Any,
 ) -> Trainer:
+    """A ``Trainer`` as ``ablate run`` builds one: the weights initialised on the CPU from seed
+    0 (the same whatever the device), then moved to ``device``. ``train_batches`` default to
+    ``SyntheticBatches``; ``heldout_batches`` to another seed of them (None: no held-out split);
+    ``spec_overrides`` replace the small recipe below."""
     torch.manual_seed(0)
     objective = build_objective(objective_name, backbone, params or {}, UNIFORM)
-    spec = PretrainSpec(
-        batch_size=batch_size,
-        log_every=2,
-        eval_batches=1,
-        learning_rate=1e-3,
-        warmup_fraction=0.2,
-        resume_every=3,
-        **spec_overrides,
-    )
-    per_step = sum(s.fraction * f for s, f in stage_step_flops(objective, SEQ, batch_size, "paper"))
-    plan = plan_run(objective, steps_of_budget * per_step, "paper", batch_size, SEQ, [0.5, 1.0])
+    recipe = dict(log_every=2, eval_batches=1, learning_rate=1e-3, warmup_fraction=0.2)
+    spec = PretrainSpec(batch_size=batch_size, **{**recipe, "resume_every": 3, **spec_overrides})
+    seq = backbone.max_seq_len
+    per_step = sum(s.fraction * f for s, f in stage_step_flops(objective, seq, batch_size, "paper"))
+    plan = plan_run(objective, steps_of_budget * per_step, "paper", batch_size, seq, checkpoints)
     tokenizer_dir = run_dir / "tok"
     tokenizer_dir.mkdir(parents=True, exist_ok=True)
     run = PretrainRun(
@@ -80,12 +83,16 @@ def make_trainer(
         plan=plan,
         layout=RunLayout(run_dir),
         seed=0,
-        train_batches=SyntheticBatches(batch_size),
-        heldout_batches=SyntheticBatches(batch_size, seed=99),
+        train_batches=train_batches or SyntheticBatches(batch_size),
+        heldout_batches=(
+            SyntheticBatches(batch_size, seed=99)
+            if heldout_batches == "synthetic"
+            else heldout_batches
+        ),
         tokenizer_dir=tokenizer_dir,
         meta={"objective": objective_name},
     )
-    return Trainer(objective, run, torch.device("cpu"), progress=False)
+    return Trainer(objective, run, torch.device(device), progress=False)
 
 
 class DeterministicMLM(Objective):

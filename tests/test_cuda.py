@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import torch
 from ablate_cli import ABLATE, ablate
-from engine_helpers import SEQ, VOCAB
+from engine_helpers import SEQ, VOCAB, make_trainer
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
@@ -45,11 +45,8 @@ from electra_ablate.evaluation.probes import frozen_features, rtd_probe
 from electra_ablate.evaluation.probes.corruption_sources import BigramTable
 from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.entry_points import registered
-from electra_ablate.infra.layout import RunLayout
-from electra_ablate.pretraining.config import PretrainSpec
-from electra_ablate.pretraining.engine import PretrainRun, Trainer, plan_run
-from electra_ablate.pretraining.flops import stage_step_flops
-from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KeptModel, build_objective
+from electra_ablate.pretraining.engine import Trainer
+from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KeptModel
 
 ON = os.environ.get("ABLATE_CUDA_TESTS_ON", "cuda") or "cuda"
 if ON not in ("cuda", "cpu"):
@@ -111,33 +108,21 @@ def trainer(
     steps_of_budget: int = STEPS,
     **spec: Any,
 ) -> Trainer:
-    """A ``Trainer`` of objective ``name`` on ``device``, as ``ablate run`` builds one: the
-    weights initialised on the CPU from seed 0 (the same whatever the device), then moved."""
-    torch.manual_seed(0)
-    objective = build_objective(name, backbone, {}, UNIFORM)
-    settings = PretrainSpec(
-        batch_size=BATCH,
-        log_every=1,
-        eval_batches=0,
-        learning_rate=1e-3,
-        warmup_fraction=0.25,
-        **{"resume_every": 0, "compile": False, **spec},
-    )
-    per_step = sum(s.fraction * f for s, f in stage_step_flops(objective, SEQ, BATCH, "paper"))
-    plan = plan_run(objective, steps_of_budget * per_step, "paper", BATCH, SEQ, [1.0])
-    tokenizer_dir = run_dir / "tok"
-    tokenizer_dir.mkdir(parents=True, exist_ok=True)
-    run = PretrainRun(
-        spec=settings,
-        plan=plan,
-        layout=RunLayout(run_dir),
-        seed=0,
+    """A ``Trainer`` of objective ``name`` on ``device`` over the contract's padded batches,
+    logging every step, with no held-out split and no states unless asked."""
+    return make_trainer(
+        run_dir,
+        name,
+        steps_of_budget,
+        BATCH,
+        backbone=backbone,
+        device=device,
         train_batches=PaddedBatches(),
         heldout_batches=None,
-        tokenizer_dir=tokenizer_dir,
-        meta={"objective": name},
-    )
-    return Trainer(objective, run, device, progress=False)
+        checkpoints=(1.0,),
+        **{"log_every": 1, "eval_batches": 0, "warmup_fraction": 0.25, "resume_every": 0,
+           "compile": False, **spec},
+    )  # fmt: skip
 
 
 def logged_losses(run_dir: Path) -> list[float]:

@@ -17,7 +17,11 @@ from electra_ablate.pretraining.engine import trainer as trainer_module
 ONE_LAYER = CFG.with_overrides(num_layers=1)
 
 
-def test_a_compiler_that_fails_leaves_the_run_eager_with_one_warning(tmp_path, monkeypatch):
+@pytest.fixture
+def broken_compiler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.compile`` as a machine without a working toolchain gives it: the compiled
+    forward raises at its first call."""
+
     def broken(module: torch.nn.Module, mode: Any = True):
         def forward(batch: dict) -> Any:
             raise RuntimeError("compiler broke: no C++ compiler found\nmore lines")
@@ -25,6 +29,9 @@ def test_a_compiler_that_fails_leaves_the_run_eager_with_one_warning(tmp_path, m
         return forward
 
     monkeypatch.setattr(trainer_module, "compiled", broken)
+
+
+def test_a_compiler_that_fails_leaves_the_run_eager_with_one_warning(tmp_path, broken_compiler):
     trainer = make_trainer(tmp_path, "electra", backbone=ONE_LAYER, compile=True, steps_of_budget=4)
     with pytest.warns(UserWarning, match="torch.compile failed") as caught:
         summary = trainer.train()
@@ -36,14 +43,7 @@ def test_a_compiler_that_fails_leaves_the_run_eager_with_one_warning(tmp_path, m
     assert rows and all(torch.isfinite(torch.tensor(r["loss"])) for r in rows)
 
 
-def test_an_error_eager_raises_too_is_the_models_and_propagates(tmp_path, monkeypatch):
-    def broken(module: torch.nn.Module, mode: Any = True):
-        def forward(batch: dict) -> Any:
-            raise RuntimeError("compiler broke")
-
-        return forward
-
-    monkeypatch.setattr(trainer_module, "compiled", broken)
+def test_an_error_eager_raises_too_is_the_models_and_propagates(tmp_path, broken_compiler):
     trainer = make_trainer(tmp_path, "electra", backbone=ONE_LAYER, compile=True, steps_of_budget=4)
     trainer.start_or_resume()
 
