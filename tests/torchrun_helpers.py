@@ -58,13 +58,13 @@ def objective_plugin(folder: Path, name: str, target: str) -> Path:
 
 
 def torchrun_ablate_run(
-    spec: Path, out: Path, env: dict[str, str], cwd: Path
+    spec: Path, out: Path, env: dict[str, str], cwd: Path, *options: str
 ) -> subprocess.CompletedProcess:
-    """``torchrun --standalone --nproc_per_node 2 $(which ablate) run SPEC --out OUT`` (two
-    gloo ranks), its output captured as text."""
+    """``torchrun --standalone --nproc_per_node 2 $(which ablate) run SPEC --out OUT
+    [OPTIONS]`` (two gloo ranks), its output captured as text."""
     return subprocess.run(
         [TORCHRUN, "--standalone", "--nproc_per_node", "2", ABLATE, "run", str(spec)]
-        + ["--out", str(out)],
+        + ["--out", str(out), *options],
         env=env,
         capture_output=True,
         text=True,

@@ -86,8 +86,10 @@ def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
 
 
 def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **kw: Any) -> dict:
-    if not unit.done and study.reuse:
-        reuse_identical(study, unit)
+    if study.reuse:  # rank 0 alone copies; every rank then sees the same folder (a rank that
+        if study.dist.is_main and not unit.done:  # saw the copy land would skip training
+            reuse_identical(study, unit)  # while another waited in DDP for it)
+        study.dist.barrier()
     if isinstance(unit, BaselineUnit):
         return make_baseline(study, unit)
     if isinstance(unit, ReferenceUnit):  # a scorer with no encoder: nothing to train

@@ -207,7 +207,8 @@ def run_locked(
         if not parallel and isinstance(unit, RunUnit):
             steps = f"{unit.plan.total_steps} steps"
             state = "finished earlier" if unit.done else "running"
-            if not unit.done and study.reuse and (source := reuse_identical(study, unit)):
+            reusing = study.reuse and study.dist.is_main and not unit.done
+            if reusing and (source := reuse_identical(study, unit)):
                 state = f"identical run reused from {source}"
             log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
         with warnings_to(unit.layout.warnings_log, "pre-training"):

@@ -8,6 +8,7 @@ package uses: a ``.dist-info`` folder on ``PYTHONPATH`` that ``importlib.metadat
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +60,11 @@ def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, smoke_env):
         cwd=tmp_path,
     )
     assert single.returncode == 0, single.stderr
-    assert_rank_zero_alone_finished(torchrun_ablate_run(spec, tmp_path / "ddp", env, tmp_path))
+    # --no-reuse: the single run beside it has the same id, and a copy of it proves nothing
+    ddp = torchrun_ablate_run(spec, tmp_path / "ddp", env, tmp_path, "--no-reuse")
+    assert_rank_zero_alone_finished(ddp)
+    done = json.loads(next((tmp_path / "ddp" / "pretrain").glob("*/done.json")).read_text())
+    assert done["message"] == "", done  # trained by the two ranks, not reused
 
     metrics = {
         name: pl.read_parquet(tmp_path / name / "pretrain_metrics.parquet").sort("split", "step")
