@@ -108,7 +108,8 @@ stop_session "$SCRATCH/session-term" TERM "r['phases'].get('study',{}).get('pack
 rc=0; wait $pid || rc=$?
 check "$SCRATCH/session-term" $rc stopped
 # SIGKILL of everything once evaluations are packed: the last pack and record stand
-SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e11 --phases plan,study --pack-every 5" \
+# (3e11: pre-training long enough that evaluations are packed well before the study ends)
+SESSION_SECONDS=300 SESSION_ARGS="--ladder 3e11 --phases plan,study --pack-every 2" \
     node "$SCRATCH/session-kill" session &
 pid=$!
 stop_session "$SCRATCH/session-kill" KILL \
