@@ -270,6 +270,8 @@ def bench(session: Session) -> None:
                 ratio=result.get("ratio"),
                 mfu=result.get("mfu"),
                 tokens_per_s=result.get("ours_tokens_per_s"),
+                compile_first_step_s=result.get("ours_compiled_first_step_s"),
+                compile_error=result.get("ours_compiled_error"),
             )
 
 
@@ -295,21 +297,14 @@ def plan(session: Session) -> dict[str, Any] | None:
         return None
 
 
-def spec_budget(session: Session) -> float:
-    """The spec's ``budget.flops``: the budget the plan was timed at."""
-    for line in (Path(session.args.kit) / "spec.yaml").read_text().splitlines():
-        if line.strip().startswith("flops:"):
-            return float(line.split(":", 1)[1].split("#")[0])
-    raise ValueError("the kit's spec sets no budget.flops")
-
-
-def predict(
-    model: dict[str, Any], measured_at: float, rung: float, workers: int
-) -> dict[str, float]:
-    """Seconds the study takes at ``rung``: each run's pre-training scales with its steps, the
-    evaluations do not; ``workers`` processes share the GPU as ``GPU_SHARING`` says."""
+def predict(model: dict[str, Any], rung: float, workers: int) -> dict[str, float]:
+    """Seconds the study takes at ``rung``: each run's pre-training scales with its steps, so
+    with its budget (the plan's row says the FLOPs it was timed at), the evaluations do not;
+    ``workers`` processes share the GPU as ``GPU_SHARING`` says."""
     pretrain = [
-        r["est_pretrain_s"] * rung / measured_at for r in model["rows"] if r["status"] != "done"
+        r["est_pretrain_s"] * rung / r["flops_paper"]
+        for r in model["rows"]
+        if r["status"] != "done" and r["flops_paper"] > 0
     ]
     finetune = [r["est_finetune_s"] for r in model["rows"]]
     serial = sum(pretrain) + sum(finetune)
@@ -330,8 +325,7 @@ def choose_rung(session: Session, model: dict[str, Any] | None) -> tuple[float, 
     ladder = session.args.ladder
     if model is None:
         return ladder[0], "no time model (the plan phase did not finish): the first rung", {}
-    measured_at = spec_budget(session)
-    predictions = {f"{r:.3g}": predict(model, measured_at, r, session.args.workers) for r in ladder}
+    predictions = {f"{r:.3g}": predict(model, r, session.args.workers) for r in ladder}
     fitting = [r for r in ladder if predictions[f"{r:.3g}"]["wall_s"] * MARGIN <= left]
     if fitting:
         rung = fitting[-1]

@@ -27,44 +27,49 @@ def load_session() -> ModuleType:
 session_py = load_session()
 
 
-def plan(pretrain_s: float, finetune_s: float) -> dict:
-    """A plan.json as ``ablate run --dry-run --plan-json`` writes it: two runs and a baseline."""
+def plan(pretrain_s: float, finetune_s: float, timed_at: float = 1e15) -> dict:
+    """A plan.json as ``ablate run --dry-run --plan-json`` writes it: two runs timed at
+    ``timed_at`` FLOPs each, and a baseline (no FLOPs)."""
     rows = [
-        {"label": label, "status": "to do", "est_pretrain_s": pre, "est_finetune_s": finetune_s}
-        for label, pre in (("bert", pretrain_s), ("electra", pretrain_s), ("none", 0.0))
-    ]
+        {"label": label, "status": "to do", "flops_paper": flops, "est_pretrain_s": pre,
+         "est_finetune_s": finetune_s}
+        for label, pre, flops in (("bert", pretrain_s, timed_at),
+                                  ("electra", pretrain_s, timed_at), ("none", 0.0, 0.0))
+    ]  # fmt: skip
     return {"rows": rows}
 
 
 def a_session(tmp_path: Path, seconds: float, ladder=(1e15, 3e15, 1e16)) -> object:
-    kit = tmp_path / "kit"
-    kit.mkdir()
-    (kit / "spec.yaml").write_text("budget:\n  flops: 1.0e15  # the first rung\n")
     args = argparse.Namespace(
         out=str(tmp_path), started=time.time(), seconds=seconds, device="cuda", workers=4,
-        kit=str(kit), ladder=list(ladder),
+        ladder=list(ladder),
     )  # fmt: skip
     return session_py.Session(args)
 
 
 def test_pre_training_scales_with_the_rung_and_evaluation_does_not():
     model = plan(pretrain_s=10.0, finetune_s=30.0)
-    low = session_py.predict(model, 1e15, 1e15, workers=1)
-    high = session_py.predict(model, 1e15, 1e16, workers=1)
+    low = session_py.predict(model, 1e15, workers=1)
+    high = session_py.predict(model, 1e16, workers=1)
     assert high["pretrain_s"] == pytest.approx(10 * low["pretrain_s"])
     assert high["finetune_s"] == low["finetune_s"] == pytest.approx(90.0)
+
+
+def test_each_run_scales_from_the_budget_it_was_timed_at():
+    model = plan(pretrain_s=10.0, finetune_s=0.0, timed_at=5e14)  # two runs, 10 s at 5e14
+    assert session_py.predict(model, 1e15, workers=1)["pretrain_s"] == pytest.approx(40.0)
 
 
 def test_a_finished_run_costs_nothing_more():
     model = plan(pretrain_s=10.0, finetune_s=0.0)
     model["rows"][0]["status"] = "done"
-    assert session_py.predict(model, 1e15, 1e15, workers=1)["pretrain_s"] == pytest.approx(10.0)
+    assert session_py.predict(model, 1e15, workers=1)["pretrain_s"] == pytest.approx(10.0)
 
 
 def test_workers_share_the_gpu_no_further_than_assumed():
     model = plan(pretrain_s=0.0, finetune_s=100.0)
-    one = session_py.predict(model, 1e15, 1e15, workers=1)["wall_s"] - session_py.STARTUP_S
-    many = session_py.predict(model, 1e15, 1e15, workers=16)["wall_s"] - session_py.STARTUP_S
+    one = session_py.predict(model, 1e15, workers=1)["wall_s"] - session_py.STARTUP_S
+    many = session_py.predict(model, 1e15, workers=16)["wall_s"] - session_py.STARTUP_S
     assert one / many == pytest.approx(session_py.GPU_SHARING)
 
 
