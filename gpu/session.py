@@ -338,10 +338,15 @@ def choose_rung(session: Session, model: dict[str, Any] | None) -> tuple[float, 
                        "parts packed as they come"), predictions  # fmt: skip
 
 
+def rung_label(rung: float) -> str:
+    """A rung as it names files and folders: ``3e15``, ``1.2e10``."""
+    return f"{rung:.3g}".replace("+", "")
+
+
 def study_folder(session: Session) -> Path:
     """The study folder of this session's rung (each rung is a study of its own: the budget is
     part of the spec that makes a study)."""
-    return Path(session.args.work) / f"study-{session.rung:.3g}".replace("+", "")
+    return Path(session.args.work) / f"study-{rung_label(session.rung)}"
 
 
 def pack(session: Session, rung_args: list[str], pack_path: Path) -> bool:
@@ -405,12 +410,12 @@ def study(session: Session, model: dict[str, Any] | None) -> None:
     session.rung = rung
     rung_args = ["--set", f"budget.flops={rung:.1e}"]
     name = json.loads((Path(session.args.kit) / "kit.json").read_text())["study"]
-    pack_path = session.out / f"{name}-{rung:.3g}.pack.tar.gz".replace("+", "")
+    pack_path = session.out / f"{name}-{rung_label(rung)}.pack.tar.gz"
     started = now()
     session.phase("study", status="running", budget_flops=rung, chosen=why,
-                          predicted=predictions.get(f"{rung:.3g}"), ladder_predictions=predictions,
-                          assumed={"gpu_sharing": GPU_SHARING, "startup_s": STARTUP_S},
-                          pack=pack_path.name)  # fmt: skip
+                  predicted=predictions.get(f"{rung:.3g}"), ladder_predictions=predictions,
+                  assumed={"gpu_sharing": GPU_SHARING, "startup_s": STARTUP_S},
+                  pack=pack_path.name)  # fmt: skip
     stop_packing = threading.Event()
 
     def packer() -> None:  # the last pack is never older than PACK_EVERY seconds
