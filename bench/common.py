@@ -1,5 +1,6 @@
 """Helpers the benchmarks share: synthetic packed batches, the engine's optimizer settings,
-step timing, this machine's peak matmul rate, and per-process memory high-water marks."""
+step timing, this machine's peak matmul rate, per-process memory high-water marks, and a count
+of the host operations a step dispatches."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ import resource
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from electra_ablate.backbone.tokens import SpecialTokens
 from electra_ablate.pretraining.config import PretrainSpec
@@ -91,3 +95,55 @@ def run_json_child(args: list[str]) -> dict[str, float]:
     if done.returncode != 0:
         raise RuntimeError(f"child {' '.join(args)} failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+METADATA = frozenset(
+    {
+        "aten.view",
+        "aten._unsafe_view",
+        "aten.t",
+        "aten.transpose",
+        "aten.permute",
+        "aten.expand",
+        "aten.detach",
+        "aten.alias",
+        "aten.unsqueeze",
+        "aten.squeeze",
+        "aten.select",
+        "aten.slice",
+        "aten.unbind",
+        "aten.as_strided",
+        "aten._reshape_alias",
+    }
+)
+"""Ops that only make a new view of a tensor: a dispatch on the host, no kernel."""
+
+
+class OpCounter(TorchDispatchMode):
+    """Counts every op that reaches the dispatcher while active, by overload packet."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: Counter[str] = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+        self.ops[str(func.overloadpacket)] += 1
+        return func(*args, **(kwargs or {}))
+
+    def summary(self, per: int = 1) -> dict[str, Any]:
+        total = sum(self.ops.values())
+        metadata = sum(n for op, n in self.ops.items() if op in METADATA)
+        return {
+            "ops": total / per,
+            "kernel_ops": (total - metadata) / per,
+            "metadata_ops": metadata / per,
+            "top": dict(self.ops.most_common(12)),
+        }
+
+
+def counted(fn: Any) -> OpCounter:
+    """Run ``fn`` once to warm up (lazy state, the optimizer's buffers), then once counted."""
+    fn()
+    with OpCounter() as counter:
+        fn()
+    return counter

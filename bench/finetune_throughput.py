@@ -1,11 +1,18 @@
-"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (docs/design.md).
+"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (docs/design.md),
+and the compiled step (``finetune.recipe.compile``) against the eager one.
 
 A ``tiny`` encoder with random weights (speed does not depend on what the weights are) is
 fine-tuned for one epoch on real GLUE training examples, tokenised by a WordPiece tokenizer
-trained here on the same text, once per padding mode in the same process. Reports training
-examples per second (evaluation excluded) per task and over all tasks.
+trained here on the same text, once per mode in the same process. Reports training examples per
+second (evaluation excluded) per task and over all tasks, and each mode's ratio to ``dynamic``.
+Modes (``--modes``): ``dynamic`` (eager, the default recipe), ``max_len`` (eager, padded to
+128), ``compiled`` (``compile: true``), ``cuda_graphs`` (``compile: reduce-overhead``, CUDA
+only). A compiled mode's compilations are paid by untimed warm-up fine-tunes (64 examples of each
+task) and reported apart (``compile_seconds``), as a study's worker pays them once per process.
 
     python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--device cuda] [--json]
+    python bench/finetune_throughput.py --preset small --modes dynamic,compiled,cuda_graphs \
+        --device cuda --json
 """
 
 from __future__ import annotations
@@ -28,7 +35,13 @@ from electra_ablate.evaluation.finetune import FinetuneRecipe, as_examples, fine
 from electra_ablate.evaluation.glue.data import GLUE_TASKS, encode_glue, load_glue_task
 from electra_ablate.pretraining.objective import KeptModel
 
-PADDINGS = ("dynamic", "max_len")
+MODES: dict[str, dict[str, object]] = {
+    "dynamic": {},
+    "max_len": {"padding": "max_len"},
+    "compiled": {"compile": True},
+    "cuda_graphs": {"compile": "reduce-overhead"},
+}
+"""Each mode's recipe fields beyond one epoch of the default recipe."""
 EVAL_EXAMPLES = 32
 """Evaluation is not timed; a few examples keep it from costing bench time. A short untimed
 fine-tune first pays the one-off costs (lazy imports, allocator) that would land on whichever
@@ -41,7 +54,14 @@ def default_glue() -> Path:
     return root / "glue"
 
 
-def measure(glue: Path, tasks: list[str], cap: int, preset_name: str, device: str = "cpu") -> dict:
+def measure(
+    glue: Path,
+    tasks: list[str],
+    cap: int,
+    preset_name: str,
+    device: str = "cpu",
+    modes: tuple[str, ...] = ("dynamic", "max_len"),
+) -> dict:
     splits = {name: load_glue_task(str(glue), name) for name in tasks}
     text = [
         line
@@ -61,61 +81,66 @@ def measure(glue: Path, tasks: list[str], cap: int, preset_name: str, device: st
             for name in tasks
         }
 
-    warm_up = next(iter(encoded.values()))
-    short = {column: values[:64] for column, values in warm_up.train.items()}
-    finetune_task(kept, warm_up.task, short, short, FinetuneRecipe(epochs=1), 0, device)
+    recipes = {mode: FinetuneRecipe(epochs=1, task_epochs={}, **MODES[mode]) for mode in modes}
+    compile_seconds = {}
+    for mode, recipe in recipes.items():  # one-off costs: imports, allocator, the compilations
+        seconds = 0.0
+        for data in encoded.values():  # every task: padded and full batches, each length's kind
+            short = {column: values[:64] for column, values in data.train.items()}
+            seconds += finetune_task(kept, data.task, short, short, recipe, 0, device)[
+                "wall_seconds"
+            ]
+        if recipe.compile:
+            compile_seconds[mode] = seconds
 
     per_task = {}
     for name, data in encoded.items():
         dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
         train = as_examples(data.train).capped(cap)
         row = {"examples": len(train), "mean_length": float(train.lengths.mean())}
-        for padding in PADDINGS:
-            recipe = FinetuneRecipe(epochs=1, task_epochs={}, padding=padding)
+        for mode, recipe in recipes.items():
             result = finetune_task(kept, data.task, train, dev, recipe, 0, device)
-            row[f"{padding}_seconds"] = result["train_seconds"]
-            row[f"{padding}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
+            row[f"{mode}_seconds"] = result["train_seconds"]
+            row[f"{mode}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
         per_task[name] = row
 
     examples = sum(row["examples"] for row in per_task.values())
-    dynamic = examples / sum(row["dynamic_seconds"] for row in per_task.values())
-    fixed = examples / sum(row["max_len_seconds"] for row in per_task.values())
-    return {
+    rates = {
+        mode: examples / sum(row[f"{mode}_seconds"] for row in per_task.values()) for mode in modes
+    }
+    report = {
         "preset": preset_name,
         "device": device,
         "threads": torch.get_num_threads(),
         "cap": cap,
+        "modes": list(modes),
         "tasks": per_task,
-        "dynamic_examples_per_s": dynamic,
-        "fixed_examples_per_s": fixed,
-        "ratio": dynamic / fixed,
+        "compile_seconds": compile_seconds,
+        **{f"{mode}_examples_per_s": rate for mode, rate in rates.items()},
     }
+    if "dynamic" in rates:
+        report["ratio"] = {mode: rate / rates["dynamic"] for mode, rate in rates.items()}
+    return report
 
 
 def print_table(report: dict) -> None:
     where = f"{report['device']}, {report['threads']} threads"
     table = Table(title=f"fine-tuning examples/s, {report['preset']}, {where}")
-    for column in ("task", "train examples", "mean tokens", "dynamic", "pad to 128", "ratio"):
+    modes = report["modes"]
+    for column in ("task", "train examples", "mean tokens", *modes):
         table.add_column(column, justify="left" if column == "task" else "right")
     for name, row in report["tasks"].items():
-        dynamic, fixed = row["dynamic_examples_per_s"], row["max_len_examples_per_s"]
-        table.add_row(
-            name,
-            str(row["examples"]),
-            f"{row['mean_length']:.1f}",
-            f"{dynamic:.0f}",
-            f"{fixed:.0f}",
-            f"{dynamic / fixed:.2f}x",
-        )
-    table.add_row(
-        "all",
-        "",
-        "",
-        f"{report['dynamic_examples_per_s']:.0f}",
-        f"{report['fixed_examples_per_s']:.0f}",
-        f"{report['ratio']:.2f}x",
-    )
+        rates = [f"{row[f'{mode}_examples_per_s']:.0f}" for mode in modes]
+        table.add_row(name, str(row["examples"]), f"{row['mean_length']:.1f}", *rates)
+    table.add_row("all", "", "", *(f"{report[f'{mode}_examples_per_s']:.0f}" for mode in modes))
+    if "ratio" in report:
+        table.add_row("/ dynamic", "", "", *(f"{report['ratio'][mode]:.2f}x" for mode in modes))
     Console().print(table)
+    for mode, seconds in report["compile_seconds"].items():
+        print(
+            f"{mode}: the warm-up fine-tunes (64 examples a task), compilation included: "
+            f"{seconds:.1f} s"
+        )
 
 
 def main() -> None:
@@ -126,15 +151,21 @@ def main() -> None:
     parser.add_argument("--preset", default="tiny", help="backbone preset")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--modes", default="dynamic,max_len", help=f"of {', '.join(MODES)}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
+    modes = tuple(args.modes.split(","))
+    if unknown := [m for m in modes if m not in MODES]:
+        parser.error(f"--modes: unknown {', '.join(unknown)}; choose from {', '.join(MODES)}")
+    if "cuda_graphs" in modes and not args.device.startswith("cuda"):
+        parser.error("--modes cuda_graphs replays CUDA graphs: it needs --device cuda")
     if not args.glue.is_dir():
         parser.error(f"no GLUE folder at {args.glue}: pass --glue or set ABLATE_DATA_DIR")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available")
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset, args.device)
+    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset, args.device, modes)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -52,7 +52,7 @@ LADDER = (1e15, 3e15, 1e16, 3e16, 1e17)
 """Pre-training budgets in paper-convention FLOPs per objective. Every stretch picks one of
 these, so runs from different stretches of GPU time and different cards line up."""
 
-CAPS = {"doctor": 75.0, "tests": 90.0, "bench": 150.0, "plan": 150.0}
+CAPS = {"doctor": 75.0, "tests": 150.0, "bench": 150.0, "plan": 150.0}
 """The most seconds each phase before the study may take (its share of the deadline)."""
 
 MIN_PHASE_S = 15.0

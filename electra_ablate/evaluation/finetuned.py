@@ -74,7 +74,7 @@ class FinetunedTask(Task):
         recipe = settings.recipe
         return {
             "recipe": recipe.model_dump(
-                mode="json", exclude={"train_caps", "task_epochs", "precision"}
+                mode="json", exclude={"train_caps", "task_epochs", "precision", "compile"}
             ),
             "train_cap": recipe.cap_for(self.name),
             "epochs": recipe.epochs_for(self.name),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -24,6 +26,7 @@ from electra_ablate.evaluation.finetune.batching import (
 from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerwise_param_groups
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.infra.errors import InputError, TrainingDiverged
+from electra_ablate.pretraining.engine.compiling import compiled
 from electra_ablate.pretraining.engine.precision import autocast, grad_scaler
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
@@ -81,11 +84,12 @@ def finetune_task(
     pad_to = max_len if recipe.padding == "max_len" else None
 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        torch.manual_seed(seed)
-        num_outputs = 1 if task.is_regression else task.num_labels
-        model = GlueClassifier(copy.deepcopy(kept.model.encoder), num_outputs, recipe.head_dropout)
-        model.to(device)
-        _train(model, train, task, recipe, np.random.default_rng(seed), device, pad_to, progress)
+        fit = functools.partial(_trained, kept, train, task, recipe, seed, device, pad_to, progress)
+        try:
+            model = fit(recipe.compile)
+        except _CompilerFailed as e:  # the same fine-tune, eager, from its seed
+            warnings.warn(f"torch.compile failed ({e}); this fine-tune runs eager", stacklevel=2)
+            model = fit(False)
         train_seconds = time.perf_counter() - start
         outputs = predict(
             model, evaluation, recipe.eval_batch_size, device, pad_to, recipe.precision
@@ -103,8 +107,37 @@ def finetune_task(
     }
 
 
+class _CompilerFailed(Exception):
+    """The compiled step's first call raised: the compiler's error (they have no common type),
+    or the model's own, which the eager retry then raises again."""
+
+
+def _trained(
+    kept: LoadedKept,
+    train: Examples,
+    task: TaskInfo,
+    recipe: FinetuneRecipe,
+    seed: int,
+    device: torch.device,
+    pad_to: int | None,
+    progress: Progress | None,
+    compile_option: bool | str,
+) -> GlueClassifier:
+    """The classifier built from the seed and fine-tuned; with ``compile``, through
+    ``torch.compile`` (dynamic shapes: one compilation for every batch length)."""
+    torch.manual_seed(seed)
+    num_outputs = 1 if task.is_regression else task.num_labels
+    model = GlueClassifier(copy.deepcopy(kept.model.encoder), num_outputs, recipe.head_dropout)
+    model.to(device)
+    forward = compiled(model, compile_option, dynamic=True) if compile_option else model
+    rng = np.random.default_rng(seed)
+    _train(model, forward, train, task, recipe, rng, device, pad_to, progress)
+    return model
+
+
 def _train(
     model: GlueClassifier,
+    forward: Callable[..., torch.Tensor],
     train: Examples,
     task: TaskInfo,
     recipe: FinetuneRecipe,
@@ -115,12 +148,7 @@ def _train(
 ) -> None:
     epochs = recipe.epochs_for(task.name)
     total_steps = epochs * math.ceil(len(train) / recipe.batch_size)
-    optimizer = torch.optim.AdamW(
-        layerwise_param_groups(model, recipe.lr, recipe.layer_decay, recipe.weight_decay),
-        betas=recipe.betas,
-        eps=recipe.eps,
-        fused=True,  # one kernel for all tensors: a third of a tiny model's step on CPU otherwise
-    )
+    optimizer = make_optimizer(model, recipe)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, _warmup_then_linear_decay(total_steps, recipe.warmup_fraction)
     )
@@ -131,24 +159,65 @@ def _train(
     for _ in range(epochs):
         for indices in train_batches(lengths, recipe.batch_size, recipe.sort_chunk_batches, rng):
             batch = collate(train, indices, pad_to)
-            labels = batch["labels"].to(device, non_blocking=True)
-            logits = _logits(model, batch, device, recipe.precision)
-            loss = _loss(logits, labels, task.is_regression)
-            optimizer.zero_grad(set_to_none=True)
-            if scaler is None:
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-                optimizer.step()
-            else:
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
-                scaler.step(optimizer)
-                scaler.update()
+            if forward is not model and "attention_mask" not in batch:
+                # one graph for every batch: a compiled step always takes the masked path
+                batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+            try:
+                train_step(
+                    model, batch, optimizer, scaler, task.is_regression, recipe, device, forward
+                )
+            except Exception as e:
+                if step > 0 or forward is model:
+                    raise
+                message = str(e).strip()
+                first_line = message.splitlines()[0][:300] if message else ""
+                raise _CompilerFailed(f"{type(e).__name__}: {first_line}") from e
             schedule.step()
             step += 1
             if progress is not None:
                 progress(step, total_steps)
+
+
+def make_optimizer(model: GlueClassifier, recipe: FinetuneRecipe) -> torch.optim.AdamW:
+    """AdamW over the layer-wise learning-rate groups, fused: one kernel per group for all its
+    tensors (a third of a tiny model's step on the CPU otherwise)."""
+    return torch.optim.AdamW(
+        layerwise_param_groups(model, recipe.lr, recipe.layer_decay, recipe.weight_decay),
+        betas=recipe.betas,
+        eps=recipe.eps,
+        fused=True,
+    )
+
+
+def train_step(
+    model: GlueClassifier,
+    batch: dict[str, torch.Tensor],
+    optimizer: torch.optim.Optimizer,
+    scaler: torch.amp.GradScaler | None,
+    is_regression: bool,
+    recipe: FinetuneRecipe,
+    device: torch.device,
+    forward: Callable[..., torch.Tensor] | None = None,
+) -> torch.Tensor:
+    """One optimizer step on one collated batch: forward (``model``, or its compiled
+    ``forward``) under the recipe's autocast, backward, gradient clipping, the update. Its own
+    function so that ``bench/op_count.py`` counts the host operations of exactly the step a
+    fine-tune runs. Returns the loss (on the device: no host sync)."""
+    labels = batch["labels"].to(device, non_blocking=True)
+    logits = _logits(model if forward is None else forward, batch, device, recipe.precision)
+    loss = _loss(logits, labels, is_regression)
+    optimizer.zero_grad(set_to_none=True)
+    if scaler is None:
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        optimizer.step()
+    else:
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        scaler.step(optimizer)
+        scaler.update()
+    return loss.detach()
 
 
 @torch.inference_mode()
@@ -198,7 +267,7 @@ def _loss(logits: torch.Tensor, labels: torch.Tensor, is_regression: bool) -> to
 
 
 def _logits(
-    model: GlueClassifier,
+    model: Callable[..., torch.Tensor],
     batch: dict[str, torch.Tensor],
     device: torch.device,
     precision: Precision = "auto",

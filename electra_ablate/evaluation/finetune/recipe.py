@@ -51,6 +51,15 @@ class FinetuneRecipe(BaseModel):
         "each fine-tune records it (results column precision)",
     )
 
+    compile: bool | Literal["reduce-overhead"] = Field(
+        False,
+        description="torch.compile the classifier's training step, once per process for every "
+        "batch length (dynamic shapes), with eager-mode random numbers: true changes rounding "
+        "only; reduce-overhead also replays the step as CUDA graphs (CUDA only, not yet "
+        "measured). A compiler that fails leaves the fine-tune eager. Not part of a job's "
+        "identity",
+    )
+
     def epochs_for(self, task: str) -> int:
         return self.task_epochs.get(task, self.epochs)
 

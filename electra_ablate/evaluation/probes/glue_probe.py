@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS, GlueTask
 from electra_ablate.evaluation.probes import frozen_features
@@ -41,8 +43,6 @@ from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_
 from electra_ablate.evaluation.task import Progress, Task, TaskFamily, TaskSettings
 
 if TYPE_CHECKING:
-    import torch
-
     from electra_ablate.checkpoints.kept import LoadedKept
 
 FAMILY = "glue_probe"
@@ -114,7 +114,8 @@ class GlueProbe(Task):
         start = time.perf_counter()
         train_x, dev_x, train_y, dev_y = self.features(kept, settings, device)
         probe = ridge_probe if self.glue.is_regression else logistic_probe
-        fit = probe(train_x, train_y, dev_x, seed=seed)
+        on = torch.device(device)  # the probe is fitted where the encoder ran: a GPU's, in ms
+        fit = probe(train_x.to(on), train_y, dev_x.to(on), seed=seed)
         scored = self.glue.score(fit.predictions, dev_y)
         return {
             **scored,

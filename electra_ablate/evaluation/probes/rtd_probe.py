@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from electra_ablate.data.batches import column_matrix
@@ -71,8 +72,6 @@ from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.components.losses import roc_auc
 
 if TYPE_CHECKING:
-    import torch
-
     from electra_ablate.backbone.tokens import Vocab
     from electra_ablate.checkpoints.kept import LoadedKept
 
@@ -293,10 +292,11 @@ class RtdTask(Task):
                 "eval_examples": counts["eval_examples"],
                 "wall_seconds": seconds,
             }
+        on = torch.device(device)  # the probe is fitted where the encoder ran: a GPU's, in ms
         auc, _ = detection_probe(
-            features[train],
+            features[train].to(on),
             labels[train],
-            features[test],
+            features[test].to(on),
             labels[test],
             groups=halves.groups[halves.train],
             seed=seed,

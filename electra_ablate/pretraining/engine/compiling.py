@@ -31,10 +31,14 @@ def use_compile(option: CompileOption, device: torch.device) -> bool:
     return bool(option)
 
 
-def compiled(module: torch.nn.Module, mode: CompileOption = True) -> Callable:
-    """``module`` compiled with static shapes and eager-mode random numbers; with ``mode``
-    ``reduce-overhead``, replayed as CUDA graphs."""
+def compiled(
+    module: torch.nn.Module, mode: CompileOption = True, dynamic: bool = False
+) -> Callable:
+    """``module`` compiled with eager-mode random numbers; with ``mode`` ``reduce-overhead``,
+    replayed as CUDA graphs. Static shapes by default (a pre-training batch never changes
+    shape); ``dynamic`` for inputs whose lengths vary from batch to batch (fine-tuning's
+    dynamic padding), which then compile once, not once per length."""
     import torch._inductor.config as inductor_config
 
     inductor_config.fallback_random = True
-    return torch.compile(module, dynamic=False, mode=CUDA_GRAPHS if mode == CUDA_GRAPHS else None)
+    return torch.compile(module, dynamic=dynamic, mode=CUDA_GRAPHS if mode == CUDA_GRAPHS else None)
