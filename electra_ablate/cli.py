@@ -9,7 +9,7 @@ wires them up and holds the one error policy:
   and 143, so ``ablate run … && ablate report …`` stops there;
 - no traceback unless ``--debug`` (or ``ABLATE_DEBUG=1``) asks for one.
 
-Heavy libraries (torch, datasets, scikit-learn) are imported inside the commands that use them,
+Heavy libraries (torch, datasets, scipy) are imported inside the commands that use them,
 so ``ablate --help``, a typo or a missing option answers at once.
 """
 

@@ -45,7 +45,6 @@ PACKAGES = {
     "pyarrow": "data and tables",
     "tokenizers": "tokenizer",
     "safetensors": "weights",
-    "scikit-learn": "probes",
     "scipy": "statistics",
     "typer": "CLI",
     "rich": "CLI",

@@ -65,7 +65,6 @@ NODE_PACKAGES = (
     "pyarrow",
     "tokenizers",
     "safetensors",
-    "scikit-learn",
     "scipy",
     "typer",
     "rich",

@@ -1,7 +1,7 @@
 """GLUE fine-tuning of a kept encoder: recipe, classifier, dynamic padding, training loop.
 
 Names are loaded on first use (PEP 562), so that importing the light ``recipe`` module (as the
-spec and the CLI do) does not pull in torch, scipy and scikit-learn.
+spec and the CLI do) does not pull in torch and scipy.
 """
 
 from __future__ import annotations
