@@ -130,13 +130,13 @@ class OpCounter(TorchDispatchMode):
         self.ops[str(func.overloadpacket)] += 1
         return func(*args, **(kwargs or {}))
 
-    def summary(self, per: int = 1) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         total = sum(self.ops.values())
         metadata = sum(n for op, n in self.ops.items() if op in METADATA)
         return {
-            "ops": total / per,
-            "kernel_ops": (total - metadata) / per,
-            "metadata_ops": metadata / per,
+            "ops": total,
+            "kernel_ops": total - metadata,
+            "metadata_ops": metadata,
             "top": dict(self.ops.most_common(12)),
         }
 

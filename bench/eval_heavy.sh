@@ -21,14 +21,14 @@ git -C "$root" worktree add -q --detach "$work/code-before" "$ref"
 trap 'git -C "$root" worktree remove --force "$work/code-before"; rm -rf "$work"' EXIT
 
 for side in before after; do
-    code="$root"
-    [ "$side" = before ] && code="$work/code-before"
+    code="$root" label="this checkout"
+    [ "$side" = before ] && code="$work/code-before" label="$ref"
     mkdir -p "$work/$side"
     start=$(date +%s.%N)
     (cd "$work/$side" && PYTHONPATH="$code" python -m electra_ablate run "$root/bench/eval_heavy.yaml" \
         --set "backbone.preset=$preset" --out "$work/$side/study" --workers 1 --no-progress "$@") \
         >"$work/$side.log" 2>&1 || { cat "$work/$side.log" >&2; exit 1; }
     end=$(date +%s.%N)
-    python -c "print(f'$side ($( [ "$side" = before ] && echo "$ref" || echo this checkout )): wall {$end - $start:.1f} s')"
+    python -c "print(f'$side ($label): wall {$end - $start:.1f} s')"
 done
 python "$root/bench/eval_heavy.py" "$work/before/study" "$work/after/study"

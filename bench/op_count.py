@@ -14,9 +14,9 @@ op that reaches the dispatcher, views included; ``metadata`` ops launch no kerne
   pre-training rate on a card converts into host microseconds per operation.
 
 It then times one GLUE-5 pass of a ``small`` checkpoint by a stated model: per optimizer step,
-``max(host, device)`` on a GPU (launches run ahead of the kernels) and their sum on the CPU,
-with ``host = ops x host cost per op`` and ``device = step FLOPs / (peak x MFU)``; steps from
-the recipe (batch 32, the paper's epochs) and the full training sets' sizes in ``--glue``.
+``max(host, device)`` on a GPU (launches run ahead of the kernels), with
+``host = ops x host cost per op`` and ``device = step FLOPs / (peak x MFU)``; steps from the
+recipe (batch 32, the paper's epochs) and the full training sets' sizes in ``--glue``.
 Step FLOPs assume every batch padded to 128 tokens, an upper bound (batches are padded only to
 their longest example). The host cost per op defaults to what the committed H200 stretch
 measured (bench/RESULTS.md, GPU: ours eager, 16.04 ELECTRA-Small pre-training steps/s, host
@@ -84,11 +84,11 @@ def finetune_counts(
     forward = counted(
         lambda: predict(model, evaluation, recipe.eval_batch_size, device, precision=precision)
     )
-    per_step = collating.summary()["ops"] + step.summary()["ops"]
+    collate_ops, step_ops = collating.summary(), step.summary()
     return {
-        "collate": collating.summary(),
-        "train_step": step.summary(),
-        "optimizer_step": per_step,
+        "collate": collate_ops,
+        "train_step": step_ops,
+        "optimizer_step": collate_ops["ops"] + step_ops["ops"],
         "eval_batch": forward.summary(),
     }
 
@@ -120,13 +120,13 @@ def time_model(
     steps: int,
     seeds: int,
     workers: int,
-    gpu: bool,
 ) -> dict[str, float]:
-    """Seconds of ``seeds`` GLUE-5 passes by the model in the module docstring; ``workers``
-    fine-tunes side by side share the device (its FLOPs add up) but each has its own host core."""
+    """Seconds of ``seeds`` GLUE-5 passes on a GPU by the model in the module docstring;
+    ``workers`` fine-tunes side by side share the device (its FLOPs add up) but each has its own
+    host core."""
     host = ops_per_step * host_us_per_op * 1e-6
     device = step_flops / (peak_flops * mfu)
-    per_step = max(host / workers, device) if gpu else (host + device) / workers
+    per_step = max(host / workers, device)
     return {
         "host_s_per_step": host,
         "device_s_per_step": device,
@@ -189,7 +189,6 @@ def main() -> None:
             total_steps,
             args.seeds,
             workers,
-            gpu=True,
         )
         m = models[workers]
         print(

@@ -127,10 +127,6 @@ def _on(x: np.ndarray | torch.Tensor, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(array).to(device)
 
 
-def _row_mask(val: np.ndarray, device: torch.device) -> torch.Tensor:
-    return torch.from_numpy(val).to(device)
-
-
 @dataclass(frozen=True)
 class _Scaler:
     """``StandardScaler`` fitted on some rows: their mean and population standard deviation, 1 in
@@ -317,7 +313,7 @@ def logistic_probe(
     classes, y = torch.unique(labels, sorted=True, return_inverse=True)
     if len(classes) < 2:
         raise ValueError("a logistic probe needs at least two classes in its training split")
-    val = _row_mask(validation_fold(len(x), groups, seed), device)
+    val = _on(validation_fold(len(x), groups, seed), device)
     if len(torch.unique(y[~val])) < len(classes):
         raise ValueError("a logistic probe's fitting fold must hold every class of its split")
     n_classes, clip = len(classes), _clip_of(x)
@@ -377,7 +373,7 @@ def ridge_probe(
     device = _device_of(train_x)
     features, test = _on(train_x, device).to(_DTYPE), _on(test_x, device)
     y = _on(_as_numpy(train_y).astype(np.float64), device)
-    val = _row_mask(validation_fold(len(features), groups, seed), device)
+    val = _on(validation_fold(len(features), groups, seed), device)
     fitting = features[~val]
     scaler = _Scaler.fit(fitting)
     fits = _ridge_fits(scaler(fitting), y[~val], grid)
