@@ -3,5 +3,6 @@
 - ``table_schemas``: the columns and types of the tidy tables;
 - ``results``: the results table and the per-arm statistics reports read;
 - ``stats``: confidence intervals, paired differences, verdicts and seed plans;
+- ``efficiency``: compute multipliers and crossovers of score-vs-FLOPs curves, with CIs;
 - ``paper``: the ELECTRA paper's reference numbers and claims.
 """

@@ -190,13 +190,13 @@ class ArmGrid:
         return self.values.mean(axis=-1)
 
 
-def arm_grids(values: pl.DataFrame) -> dict[str, ArmGrid]:
+def arm_grids(values: pl.DataFrame, tasks: Sequence[str] | None = None) -> dict[str, ArmGrid]:
     """Each label's values as a complete grid, in the frame's label order.
 
     ``values`` holds one checkpoint's values: at least ``label``, ``pretrain_seed``,
     ``finetune_seed``, ``task`` and ``value``, one row per (label, seeds, task). Tasks are
-    those of the whole frame: a model lacking one is left out, as a mean over fewer tasks is
-    not comparable. An arm with no complete model is left out.
+    ``tasks``, by default those of the whole frame: a model lacking one is left out, as a mean
+    over fewer tasks is not comparable. An arm with no complete model is left out.
     """
     import polars as pl
 
@@ -212,7 +212,7 @@ def arm_grids(values: pl.DataFrame) -> dict[str, ArmGrid]:
             f"{first['label']!r} seeds {first['pretrain_seed']}/{first['finetune_seed']} on "
             f"{first['task']!r}: keep one checkpoint and one metric per task"
         )
-    tasks = tuple(sorted(frame["task"].unique().to_list()))
+    tasks = tuple(sorted(frame["task"].unique().to_list() if tasks is None else tasks))
     grids = {}
     for label in frame["label"].unique(maintain_order=True).to_list():
         grid = _grid(label, frame.filter(pl.col("label") == label), tasks)
@@ -269,9 +269,10 @@ def _draws(
     return pretrain, np.broadcast_to(np.arange(f), (resamples, p, f))
 
 
-def _replicates(
+def replicates(
     grid: ArmGrid, draws: tuple[np.ndarray, np.ndarray], aggregation: Aggregation
 ) -> np.ndarray:
+    """``[R]``: the aggregation of ``grid`` under each resample of ``draws``."""
     pretrain, finetune = draws
     out = np.empty(len(pretrain))
     for start in range(0, len(pretrain), _CHUNK):
@@ -280,20 +281,74 @@ def _replicates(
     return out
 
 
-def _interval(
-    estimate: float, replicates: np.ndarray, units: int, confidence: float, interval: Interval
+def interval_bounds(
+    estimate: float, values: np.ndarray, units: int, confidence: float, interval: Interval
 ) -> tuple[float, float, float]:
     """(low, high, standard error) of a ``confidence`` interval around ``estimate``."""
     if units < 2:
         return math.nan, math.nan, math.nan
-    se = float(replicates.std(ddof=1)) * math.sqrt(units / (units - 1))
+    se = float(standard_error(values, units))
     if interval == "percentile":
-        low, high = np.quantile(replicates, [(1 - confidence) / 2, (1 + confidence) / 2])
+        low, high = np.quantile(values, [(1 - confidence) / 2, (1 + confidence) / 2])
         return float(low), float(high), se
     if interval != "t":
         raise ValueError(f"interval must be 't' or 'percentile', not {interval!r}")
-    half = float(stdtrit(units - 1, (1 + confidence) / 2)) * se
+    half = t_critical(units, confidence) * se
     return estimate - half, estimate + half, se
+
+
+def standard_error(values: np.ndarray, units: int) -> np.ndarray:
+    """The bootstrap standard error of a statistic from its replicates (axis 0), with the
+    ``sqrt(k / (k - 1))`` correction of the default interval (``k = units``, at least 2)."""
+    return values.std(axis=0, ddof=1) * math.sqrt(units / (units - 1))
+
+
+def t_critical(units: int, confidence: float = CONFIDENCE) -> float:
+    """Student's ``t(units - 1)`` quantile of a two-sided ``confidence`` interval."""
+    return float(stdtrit(units - 1, (1 + confidence) / 2))
+
+
+Draws = tuple[np.ndarray, np.ndarray]
+"""Indices ``([R, P], [R, P, F])`` into an arm's grid: each resample's pre-training seeds and,
+for each drawn one, its fine-tuning seeds."""
+
+
+def paired_draws(
+    a: ArmGrid,
+    b: ArmGrid,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    *,
+    paired: bool = True,
+    nested: bool = False,
+) -> tuple[Draws, Draws, bool]:
+    """The bootstrap draws of two arms compared with each other (see :func:`difference`), and
+    whether they are paired. They depend only on the arms' seeds and labels, so any statistic
+    of the two arms' grids (a difference at one budget, a curve over several budgets of the
+    same models) sees the same resamples."""
+    rng = _rng(seed, a.label, b.label)
+    share_pretrain = paired and a.pretrain_seeds == b.pretrain_seeds
+    share_finetune = paired and a.finetune_seeds == b.finetune_seeds
+    pre_a = rng.integers(a.n_pretrain, size=(resamples, a.n_pretrain))
+    pre_b = pre_a if share_pretrain else rng.integers(b.n_pretrain, size=(resamples, b.n_pretrain))
+    slots = max(a.n_pretrain, b.n_pretrain)
+    fine_a = rng.integers(a.n_finetune, size=(resamples, slots, a.n_finetune))
+    fine_b = (
+        fine_a
+        if share_finetune
+        else rng.integers(b.n_finetune, size=(resamples, slots, b.n_finetune))
+    )
+    if nested:
+        shared = share_pretrain and share_finetune
+    elif a.n_pretrain > 1 and b.n_pretrain > 1:
+        shared = share_pretrain
+    else:
+        shared = a.n_pretrain == b.n_pretrain == 1 and share_finetune
+    return (
+        _draws(a, resamples, pre_a, fine_a, nested),
+        _draws(b, resamples, pre_b, fine_b, nested),
+        shared,
+    )
 
 
 class SeedCounted:
@@ -357,9 +412,9 @@ def score(
     rng = _rng(seed, grid.label)
     pretrain = rng.integers(grid.n_pretrain, size=(resamples, grid.n_pretrain))
     finetune = rng.integers(grid.n_finetune, size=(resamples, grid.n_pretrain, grid.n_finetune))
-    replicates = _replicates(grid, _draws(grid, resamples, pretrain, finetune, nested), aggregation)
+    values = replicates(grid, _draws(grid, resamples, pretrain, finetune, nested), aggregation)
     estimate = float(aggregation(grid.values))
-    low, high, _ = _interval(estimate, replicates, grid.units, confidence, interval)
+    low, high, _ = interval_bounds(estimate, values, grid.units, confidence, interval)
     return Score(grid.label, estimate, low, high, grid.n_pretrain, grid.n_finetune, grid.left_out)
 
 
@@ -387,29 +442,11 @@ def difference(
     first drawn pre-training seed). ``paired=False`` draws every arm independently.
     """
     aggregation = _as_aggregation(aggregation)
-    rng = _rng(seed, a.label, b.label)
-    share_pretrain = paired and a.pretrain_seeds == b.pretrain_seeds
-    share_finetune = paired and a.finetune_seeds == b.finetune_seeds
-    pre_a = rng.integers(a.n_pretrain, size=(resamples, a.n_pretrain))
-    pre_b = pre_a if share_pretrain else rng.integers(b.n_pretrain, size=(resamples, b.n_pretrain))
-    slots = max(a.n_pretrain, b.n_pretrain)
-    fine_a = rng.integers(a.n_finetune, size=(resamples, slots, a.n_finetune))
-    fine_b = (
-        fine_a
-        if share_finetune
-        else rng.integers(b.n_finetune, size=(resamples, slots, b.n_finetune))
-    )
-    replicates = _replicates(a, _draws(a, resamples, pre_a, fine_a, nested), aggregation)
-    replicates -= _replicates(b, _draws(b, resamples, pre_b, fine_b, nested), aggregation)
+    draws_a, draws_b, shared = paired_draws(a, b, resamples, seed, paired=paired, nested=nested)
+    values = replicates(a, draws_a, aggregation) - replicates(b, draws_b, aggregation)
     estimate = float(aggregation(a.values) - aggregation(b.values))
     units = min(a.units, b.units)
-    low, high, se = _interval(estimate, replicates, units, confidence, interval)
-    if nested:
-        shared = share_pretrain and share_finetune
-    elif a.n_pretrain > 1 and b.n_pretrain > 1:
-        shared = share_pretrain
-    else:
-        shared = a.n_pretrain == b.n_pretrain == 1 and share_finetune
+    low, high, se = interval_bounds(estimate, values, units, confidence, interval)
     return Difference(
         label_a=a.label,
         label_b=b.label,

@@ -6,6 +6,7 @@
 - ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
   ``summary.csv`` beside ``report.md``);
 - ``verdicts``: scores and paired differences with CIs, the paper's claims and seed plans;
+- ``efficiency``: the compute-efficiency section and figure (multipliers and crossovers);
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
 - ``plots``: the figures; ``markdown``: tables and numbers as markdown;
 - ``compare``: ``ablate compare``, the same objectives across studies.

@@ -19,7 +19,14 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from electra_ablate.analysis.efficiency import (
+    Efficiency,
+    Multiplier,
+    crossover_table,
+    multiplier_table,
+)
 from electra_ablate.analysis.results import (
+    evaluated_only_at_start,
     families_in_order,
     family_scores,
     final_fraction,
@@ -31,6 +38,14 @@ from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import safe_name
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
 from electra_ablate.report.document import writable_folder
+from electra_ablate.report.efficiency import (
+    CROSSOVERS_FILE,
+    EFFICIENCY_FILE,
+    crossover_cell,
+    family_efficiency,
+    interval_marks,
+    multiplier_cell,
+)
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 from electra_ablate.report.plots import (
     BASELINE_COLOR,
@@ -82,7 +97,7 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
             raise InputError(f"{source.folder} has no evaluation results: nothing to compare")
     names = study_names(sources)
     frames = {name: scored(source) for name, source in zip(names, sources, strict=True)}
-    sections, long_rows, plotted = [], [], []
+    sections, long_rows, plotted, efficiency_rows = [], [], [], []
     out_dir = Path(out_dir) if out_dir is not None else default_out(names)
 
     writable_folder(out_dir)
@@ -108,6 +123,12 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
         plotted.append(family_name)
         sections.append(family_section(family, own, common, sources, names))
         plot_comparison(family, own, common, colors, out_dir)
+        found = {
+            n: family_efficiency(shared_rows(s, family_name, common), family)
+            for n, s in zip(names, sources, strict=True)
+        }
+        sections.append(efficiency_part(family, found, NO_INTERVAL_NOTE in sections[-1]))
+        efficiency_rows.append(study_tables(found))
     if not plotted:
         raise InputError(
             "no common objectives: "
@@ -134,7 +155,68 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
     ]
     atomic_write_text(out_dir / COMPARE_FILE, "\n\n".join(header + sections) + "\n")
     write_long_table(pl.concat(long_rows, how="diagonal_relaxed"), out_dir / COMPARE_TABLE)
+    multipliers, crossovers = (pl.concat(tables) for tables in zip(*efficiency_rows, strict=True))
+    for frame, name in ((multipliers, EFFICIENCY_FILE), (crossovers, CROSSOVERS_FILE)):
+        with atomic_file(out_dir / name) as tmp:
+            frame.write_csv(tmp, float_precision=4)
     return out_dir / COMPARE_FILE
+
+
+def shared_rows(source: StudyTables, family: str, common: Sequence[str]) -> pl.DataFrame:
+    """A study's aggregated rows of ``family`` for the objectives every study shares and the
+    references evaluated without pre-training."""
+    assert source.results is not None
+    rows = source.results.filter(pl.col("in_aggregate") & (pl.col("family") == family))
+    start = evaluated_only_at_start(rows)
+    return rows.filter(pl.col("label").is_in([*common, *start]))
+
+
+def study_tables(found: dict[str, Efficiency]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Each study's multipliers and crossovers, a ``study`` column first."""
+    tables = [
+        (
+            multiplier_table([e]).select(pl.lit(n).alias("study"), pl.all()),
+            crossover_table([e]).select(pl.lit(n).alias("study"), pl.all()),
+        )
+        for n, e in found.items()
+    ]
+    return pl.concat(t[0] for t in tables), pl.concat(t[1] for t in tables)
+
+
+def efficiency_part(family, found: dict[str, Efficiency], explained: bool) -> str:
+    """Each study's multipliers and crossovers for the objectives they share, side by side:
+    one row per pair and study, the multipliers at that study's own budgets. ``explained``:
+    the family's section above already explains the mark of a figure without an interval."""
+    rows, crossings = [], []
+    some, missing = interval_marks(list(found.values()))
+    mark = some and missing
+    for n, e in found.items():
+        pairs: dict[tuple[str, str], list[Multiplier]] = {}
+        for m in e.multipliers:
+            pairs.setdefault((m.a, m.b), []).append(m)
+        for (a, b), ms in pairs.items():
+            cells = "; ".join(f"{sci(m.flops)}: {multiplier_cell(m, mark)}" for m in ms)
+            rows.append([a, b, n, cells])
+        crossings += [[c.a, c.b, n, crossover_cell(c, mark)] for c in e.crossovers]
+    single = [n for n, e in found.items() if e.budgets < 2]
+    parts = [f"### {family.title}: compute efficiency"]
+    if rows:
+        parts.append(
+            "B's compute for A's score at each of the study's budgets, as a multiple of A's "
+            "(each study's report explains how to read it):"
+        )
+        parts.append(table(["A", "B", "Study", "Multiplier at each budget [95% CI]"], rows))
+    if crossings:
+        parts.append(table(["A", "B", "Study", "Crossover of A − B"], sorted(crossings)))
+    if single:
+        parts.append(
+            f"{', '.join(single)}: one budget per objective, so no multiplier or crossover."
+        )
+    if rows and not some:
+        parts.append("One model per objective everywhere: no estimate here has an interval.")
+    elif mark and not explained:
+        parts.append(NO_INTERVAL_NOTE)
+    return "\n\n".join(parts)
 
 
 def pretrained_labels(scores: pl.DataFrame) -> set[str]:

@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 
 from electra_ablate.analysis import paper
+from electra_ablate.analysis.efficiency import crossover_table, multiplier_table
 from electra_ablate.analysis.results import (
     checkpoint_values,
     families_in_order,
@@ -43,6 +44,15 @@ from electra_ablate.infra.layout import (
     StudyLayout,
 )
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
+from electra_ablate.report.efficiency import (
+    CROSSOVERS_FILE,
+    EFFICIENCY_FILE,
+    family_efficiency,
+    family_part,
+    heading,
+    plot_efficiency,
+)
+from electra_ablate.report.efficiency import section as efficiency_section
 from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
@@ -111,12 +121,16 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if (probes := probe_summary(tasks)).height:
             write_csv(probes, out_dir / PROBES_FILE)
         families = [describe_family(name) for name in order]
-        finals, checkpoints = [], []
+        finals, checkpoints, efficiencies, efficiency_parts = [], [], [], []
         for family in families:
             own = (of_family(frame, family.name) for frame in (results, scores, papers, tasks))
             rows, family_scores_, family_papers, family_tasks = own
             if family.aggregate is not None:
                 plot_scores_vs_flops(family, family_scores_, colors, out_dir)
+                found = family_efficiency(rows.filter(pl.col("in_aggregate")), family)
+                stem = plot_efficiency(found, family, family_scores_, colors, out_dir)
+                efficiencies.append(found)
+                efficiency_parts.append((heading(family), family_part(found, family, stem)))
             plot_task_scores(family, family_tasks, colors, out_dir)
             finals.append(
                 final_section(
@@ -135,6 +149,10 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             if first_scores is None and family.aggregate is not None and family_scores_.height:
                 first_scores = (family, checkpoint_values(rows, final))
         sections += finals
+        if efficiencies:
+            write_csv(multiplier_table(efficiencies), out_dir / EFFICIENCY_FILE)
+            write_csv(crossover_table(efficiencies), out_dir / CROSSOVERS_FILE)
+            sections.append(efficiency_section(efficiency_parts))
         if discussion:
             sections.append(discussion)
         sections += [c for c in checkpoints if c]

@@ -59,6 +59,27 @@ def test_compare_puts_the_same_objectives_of_two_studies_on_one_table_and_figure
     assert final["n_finetune"].to_list() == [3, 3]
 
 
+def test_compare_puts_each_studys_multipliers_and_crossovers_side_by_side(studies, tmp_path):
+    """BERT gains 8 points in the long study: ELECTRA leads it in one study and trails it in
+    the other, and the comparison shows both, study by study."""
+    short, long_report = studies
+    done = ablate("compare", str(short), str(long_report), "--out", str(tmp_path / "c"))
+    assert done.returncode == 0, done.stderr
+    text = (tmp_path / "c" / "compare.md").read_text(encoding="utf-8")
+    part = text.split("### GLUE: compute efficiency", 1)[1]
+    rows = [line for line in part.splitlines() if line.startswith("| ELECTRA | BERT |")]
+    assert [r.split(" | ")[2] for r in rows[:2]] == ["synthetic", "synthetic_long"]
+    crossovers = pl.read_csv(tmp_path / "c" / "crossovers.csv").filter(
+        (pl.col("a") == "ELECTRA") & (pl.col("b") == "BERT") & (pl.col("score") == "glue")
+    )
+    assert dict(crossovers.select("study", "kind").iter_rows()) == {
+        "synthetic": "a_ahead",
+        "synthetic_long": "b_ahead",
+    }
+    multipliers = pl.read_csv(tmp_path / "c" / "compute_efficiency.csv")
+    assert set(multipliers["study"]) == {"synthetic", "synthetic_long"}
+
+
 def test_each_objective_keeps_its_colour_in_reports_and_comparisons():
     from electra_ablate.report.plots import objective_colors
 

@@ -65,6 +65,7 @@ def test_with_some_arms_without_an_interval_those_are_marked_and_the_mark_explai
         "## GLUE: results at the final budget (100%)",
         "## The paper's claims (GLUE at 100% of the budget)",
         "## Pre-training: did each model learn, and when?",
+        "## Compute efficiency",
     }
     for section in marked:
         assert section.count(NO_INTERVAL_NOTE) == 1, section.split("\n")[0]

@@ -1,0 +1,326 @@
+"""The report's "Compute efficiency" section and figure: how much pre-training compute one
+objective saves over another, and from what budget on one leads, read from curves of scores
+against FLOPs (``electra_ablate.analysis.efficiency``, where the statistics and their intervals
+are defined).
+
+Nothing here names a task family: the caller passes one family's aggregated rows and scores.
+The numbers go beside the report as ``compute_efficiency.csv`` (multipliers) and
+``crossovers.csv``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from itertools import combinations
+
+import numpy as np
+import polars as pl
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+from electra_ablate.analysis import efficiency, stats
+from electra_ablate.analysis.efficiency import Crossover, Efficiency, Multiplier
+from electra_ablate.analysis.results import score_aggregation
+from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
+from electra_ablate.report.plots import (
+    FLOPS_LABEL,
+    PANEL_HEIGHT,
+    PANEL_WIDTH,
+    band_columns,
+    flops_axis,
+    save_figure,
+)
+from electra_ablate.report.verdicts import NO_INTERVAL, NO_INTERVAL_NOTE, signed, with_interval
+
+EFFICIENCY_FILE = "compute_efficiency.csv"
+CROSSOVERS_FILE = "crossovers.csv"
+
+READING = (
+    "How much pre-training compute one objective saves over another, and from what budget on "
+    "one leads, each with its 95% CI from the same bootstrap over seeds as the scores. A "
+    "**multiplier** in row A, column C is the compute B needs to reach A's score at C, as a "
+    "multiple of C, read on B's curve (fitted non-decreasing, interpolated on log-FLOPs): "
+    "4× says B needs four times A's compute for A's score, 0.25× a quarter of it. `>` marks a "
+    "bound where B's measured curve never reaches A's score (beyond the budgets measured: "
+    "nothing is extrapolated), `<` one where B is above it already at its smallest budget; "
+    "`≥`/`≤` in an interval, an end the budgets measured do not close. A **crossover** is "
+    "where A − B changes sign between the budgets both were evaluated at; each end's "
+    "difference is the paired one of the score tables. `compute_efficiency.csv` and "
+    "`crossovers.csv` beside this report hold every number."
+)
+
+
+def family_efficiency(values: pl.DataFrame, family: TaskFamily) -> Efficiency:
+    """One family's multipliers and crossovers from its aggregated rows at every checkpoint
+    (``values``: the family's rows with ``in_aggregate``)."""
+    return efficiency.family_efficiency(family.name, values, score_aggregation())
+
+
+# --- text -----------------------------------------------------------------------------------
+
+
+def times(x: float) -> str:
+    """``6.6×``, ``12×``, ``0.16×``: two significant digits."""
+    if x == 0:
+        return "0"
+    if math.isinf(x):
+        return "∞"
+    digits = max(0, 1 - math.floor(math.log10(abs(x))))
+    return f"{x:.{digits}f}×"
+
+
+def has_interval(low: float, high: float) -> bool:
+    return not (math.isnan(low) or math.isnan(high))
+
+
+def bounded(low: float, high: float, show: Callable[[float], str], anything: str) -> str:
+    """``[low, high]`` with ``show`` for each end; ``[≥ low]`` / ``[≤ high]`` where the range
+    measured leaves an end open (``0`` / ``inf``), ``anything`` where it leaves both."""
+    if low == 0 and math.isinf(high):
+        return anything
+    if low == 0:
+        return f"[≤ {show(high)}]"
+    if math.isinf(high):
+        return f"[≥ {show(low)}]"
+    return f"[{show(low)}, {show(high)}]"
+
+
+def multiplier_cell(m: Multiplier, mark: bool = True) -> str:
+    """``6.6× [6.1×, 7.3×]``, ``> 4.0× [≥ 4.0×]``, ``unresolved (6.6×, [any])``; without an
+    interval the estimate alone, marked ``NO_INTERVAL`` when ``mark`` (as in the score
+    tables: where nothing has an interval, the section says so once)."""
+    value = {"estimate": "", "lower_bound": "> ", "upper_bound": "< "}[m.point] + times(
+        m.multiplier
+    )
+    if not has_interval(m.ci_low, m.ci_high):
+        return f"{value}{NO_INTERVAL}" if mark else value
+    ci = bounded(m.ci_low, m.ci_high, times, "[any]")
+    if m.kind == "unresolved":
+        return f"unresolved ({value}, {ci})"
+    return f"{value} {ci}"
+
+
+def crossover_cell(c: Crossover, mark: bool = True) -> str:
+    """What A − B does between the first and last shared budget, in words."""
+    where = f"in [{sci(c.flops_min)}, {sci(c.flops_max)}]"
+    if c.crossings:
+        before, after = (c.b, c.a) if c.start.value < 0 else (c.a, c.b)
+        at = f"at {sci(c.crossover)}"
+        if has_interval(c.ci_low, c.ci_high):
+            at += f" {bounded(c.ci_low, c.ci_high, sci, '[anywhere]')}"
+        elif mark:
+            at += NO_INTERVAL
+        text = f"{at}: {before} ahead before, {after} after"
+        if c.crossings > 1:
+            text += f" (the first of {c.crossings} sign changes)"
+        return f"unresolved: {text}" if c.kind == "unresolved" else text
+    ahead = {"a_ahead": f"{c.a} ahead throughout", "b_ahead": f"{c.b} ahead throughout"}
+    return f"none {where}: " + ahead.get(c.kind, "unresolved (neither end resolved)")
+
+
+def difference_cell(d: stats.Difference, mark: bool = True) -> str:
+    return with_interval(signed(d.value, 1), d.ci_low, d.ci_high, sign=True, mark=mark)
+
+
+def interval_marks(found: Sequence[Efficiency]) -> tuple[bool, bool]:
+    """(some figure has an interval, some has none): figures without one are marked only
+    where others have one; where none has one, the section says so once."""
+    bounds = [(m.ci_low, m.ci_high) for e in found for m in e.multipliers]
+    bounds += [(d.ci_low, d.ci_high) for e in found for c in e.crossovers for d in (c.start, c.end)]
+    present = [has_interval(low, high) for low, high in bounds]
+    return any(present), not all(present)
+
+
+def multiplier_table_md(found: Efficiency, mark: bool) -> str:
+    """One row per ordered pair, one column per budget of A (the budgets of a study are its
+    checkpoints, the same for every objective, so columns are matched by rank)."""
+    pairs: dict[tuple[str, str], list[Multiplier]] = {}
+    for m in found.multipliers:
+        pairs.setdefault((m.a, m.b), []).append(m)
+    width = max(len(ms) for ms in pairs.values())
+    flops = next(ms for ms in pairs.values() if len(ms) == width)
+    head = ["A", "B", *(f"at {sci(m.flops)}" for m in flops)]
+    rows = [
+        [a, b, *(multiplier_cell(m, mark) for m in ms), *([NO_VALUE] * (width - len(ms)))]
+        for (a, b), ms in pairs.items()
+    ]
+    return table(head, rows)
+
+
+def crossover_table_md(found: Efficiency, mark: bool) -> str:
+    head = ["A", "B", "Crossover of A − B", "A − B at the first budget", "A − B at the last"]
+    rows = [
+        [
+            c.a,
+            c.b,
+            crossover_cell(c, mark),
+            difference_cell(c.start, mark),
+            difference_cell(c.end, mark),
+        ]
+        for c in found.crossovers
+    ]
+    return table(head, rows)
+
+
+ONE_BUDGET = (
+    "One budget per objective: a multiplier or a crossover needs each objective's score at two "
+    "budgets at least, so there is none (keep checkpoints, `budget.checkpoints`, to trace "
+    "curves)."
+)
+
+
+def heading(family: TaskFamily) -> str:
+    return family.aggregate or family.title
+
+
+def family_part(found: Efficiency, family: TaskFamily, stem: str | None) -> str | None:
+    """One family's subsection: multipliers, crossovers, the figure; None when its objectives
+    were evaluated at one budget (``section`` says so)."""
+    if found.budgets < 2:
+        return None
+    some, missing = interval_marks([found])
+    mark = some and missing
+    parts = [f"### {heading(family)}"]
+    if not some:
+        parts.append(
+            "One model per objective (one pre-training and one fine-tuning seed): these "
+            "estimates have no interval, so none of them is resolved."
+        )
+    if found.multipliers:
+        parts += ["Multipliers (B's compute for A's score, as a multiple of A's):"]
+        parts.append(multiplier_table_md(found, mark))
+    else:
+        parts.append("One pre-trained objective: no pair to compute a multiplier for.")
+    if found.crossovers:
+        parts += [
+            "Crossovers, and each objective against the references evaluated without pre-training:",
+            crossover_table_md(found, mark),
+        ]
+    if stem is not None:
+        parts.append(figure(f"{family.title}: compute efficiency", stem))
+    return "\n\n".join(parts)
+
+
+def section(parts: Sequence[tuple[str, str | None]]) -> str:
+    """The whole section from each family's (name, part): the parts, a line per family with
+    one budget, or one line when every family has one budget."""
+    written = [part for _, part in parts if part is not None]
+    if not written:
+        return f"## Compute efficiency\n\n{ONE_BUDGET}"
+    single = [name for name, part in parts if part is None]
+    marked = any(NO_INTERVAL in part for part in written)
+    return "\n\n".join(
+        [
+            "## Compute efficiency",
+            READING,
+            *written,
+            *([f"{', '.join(single)}: {ONE_BUDGET[0].lower()}{ONE_BUDGET[1:]}"] if single else []),
+            *([NO_INTERVAL_NOTE] if marked else []),
+        ]
+    )
+
+
+# --- figure ---------------------------------------------------------------------------------
+
+
+def plot_efficiency(
+    found: Efficiency,
+    family: TaskFamily,
+    scores: pl.DataFrame,
+    colors: Mapping[str, tuple],
+    out_dir,
+) -> str | None:
+    """``<family>_efficiency``: a row per pair of pre-trained objectives: both curves with
+    their 95% CI bands and the crossover marked (left), the multiplier of each over the other
+    against budget (right, log scale). None when there is no pair."""
+    trained = [label for label, c in found.curves.items() if not c.flat and len(c.flops) > 1]
+    pairs = list(combinations(trained, 2))
+    if not pairs:
+        return None
+    fig = Figure(figsize=(2 * PANEL_WIDTH, 0.85 * PANEL_HEIGHT * len(pairs)), layout="constrained")
+    axes = fig.subplots(len(pairs), 2, squeeze=False)
+    band = band_columns(scores)
+    crossings = {(c.a, c.b): c for c in found.crossovers}
+    for (a, b), (left, right) in zip(pairs, axes, strict=True):
+        for label in (a, b):
+            curve_panel(left, scores.filter(pl.col("label") == label), colors[label], band)
+        if (c := crossings.get((a, b))) is not None and c.crossings:
+            mark_crossover(left, c)
+        left.set_ylabel(family.aggregate or family.title, fontsize="small")
+        left.set_title(f"{a} vs {b}", fontsize="small")
+        left.legend(fontsize="x-small")
+        for x, y in ((a, b), (b, a)):
+            own = [m for m in found.multipliers if m.a == x and m.b == y]
+            multiplier_panel(right, own, colors[x], f"{y}'s compute for {x}'s score")
+        right.axhline(1.0, color="0.5", linewidth=0.8)
+        multiplier_axis(right)
+        right.set_ylim(*multiplier_limits([m for m in found.multipliers if {m.a, m.b} == {a, b}]))
+        right.set_ylabel("multiplier", fontsize="small")
+        right.legend(fontsize="x-small")
+        flops_axis(right, sorted({m.flops for m in found.multipliers if m.a in (a, b)}))
+    for ax in axes[-1]:
+        ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+    stem = f"{family.name}_efficiency"
+    save_figure(fig, out_dir, stem)
+    return stem
+
+
+def curve_panel(ax: Axes, points: pl.DataFrame, color: tuple, band: tuple[str, str] | None) -> None:
+    points = points.filter(pl.col("flops_paper") > 0).sort("flops_paper")
+    x = points["flops_paper"].to_list()
+    label = points["label"][0] if points.height else None
+    if band is not None:
+        low, high = (points[c].fill_nan(None).fill_null(points["median"]) for c in band)
+        ax.fill_between(x, low.to_list(), high.to_list(), color=color, alpha=0.2, lw=0)
+    ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=3)
+    flops_axis(ax, x)
+
+
+def mark_crossover(ax: Axes, c: Crossover) -> None:
+    ax.axvline(c.crossover, color="0.3", linestyle="--", linewidth=0.9)
+    if not math.isnan(c.ci_low):
+        low = max(c.ci_low, c.flops_min)
+        high = min(c.ci_high, c.flops_max)
+        ax.axvspan(low, high, color="0.5", alpha=0.12, lw=0)
+
+
+def multiplier_panel(ax: Axes, found: list[Multiplier], color: tuple, label: str) -> None:
+    """Estimates as dots, bounds as triangles pointing the way the bound opens, unresolved ones
+    hollow; intervals as bars, an open end drawn to the panel's edge."""
+    if not found:
+        return
+    x = np.array([m.flops for m in found])
+    y = np.array([m.multiplier for m in found])
+    ax.plot(x, y, "-", color=color, linewidth=0.8, alpha=0.6)
+    for m in found:
+        marker = {"estimate": "o", "lower_bound": "^", "upper_bound": "v"}[m.point]
+        face = "none" if m.kind == "unresolved" else color
+        ax.plot([m.flops], [m.multiplier], marker, color=color, markerfacecolor=face, ms=5)
+        if not math.isnan(m.ci_low):  # an open end runs off the panel (multiplier_limits)
+            low, high = max(m.ci_low, OFF_PANEL[0]), min(m.ci_high, OFF_PANEL[1])
+            ax.plot([m.flops, m.flops], [low, high], color=color, linewidth=1.2, alpha=0.7)
+    ax.plot([], [], "o", color=color, label=label, ms=4)
+
+
+OFF_PANEL = (1e-12, 1e12)
+
+
+def multiplier_axis(ax: Axes) -> None:
+    """Log y-axis with ticks at powers of two, labelled ``0.25×``, ``1.0×``, ``4.0×``."""
+    ax.set_yscale("log", base=2)
+    ax.yaxis.set_major_locator(LogLocator(base=2))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: times(y)))
+    ax.tick_params(axis="y", labelsize="small")
+
+
+def multiplier_limits(found: list[Multiplier]) -> tuple[float, float]:
+    """The multiplier panel's y-range: every estimate, bound and closed interval end, and 1,
+    with a margin; open ends run beyond it."""
+    values = [1.0]
+    for m in found:
+        values += [v for v in (m.multiplier, m.ci_low, m.ci_high) if 0 < v < math.inf]
+    return min(values) / 2, max(values) * 2
