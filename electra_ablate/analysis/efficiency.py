@@ -118,7 +118,9 @@ def budget_curves(values: pl.DataFrame) -> dict[str, Curve]:
     ``checkpoint_fraction``, ``flops_paper``, ``pretrain_seed``, ``finetune_seed``, ``task``,
     ``value``. A label evaluated only at fraction 0 is a flat curve; other labels' rows at 0 are
     not on the curve (log-FLOPs has no 0). Tasks are those of the whole frame, as in
-    ``stats.arm_grids``. A label with no model complete at every budget has no curve.
+    ``stats.arm_grids``. A budget at which a label has no complete model (a task not yet
+    evaluated) is left off its curve; a label with no seed complete at all its other budgets
+    has no curve.
     """
     frame = values.filter(pl.col("value").is_not_nan())
     tasks = tuple(sorted(frame["task"].unique().to_list()))
@@ -133,21 +135,23 @@ def budget_curves(values: pl.DataFrame) -> dict[str, Curve]:
             .agg(pl.col("flops_paper").mean())
             .sort("checkpoint_fraction")
         )
-        grids = [
-            stats.arm_grids(rows.filter(pl.col("checkpoint_fraction") == f), tasks=tasks).get(label)
-            for f in budgets["checkpoint_fraction"]
+        found = [
+            (flops, stats.arm_grids(rows.filter(pl.col("checkpoint_fraction") == f), tasks=tasks))
+            for f, flops in budgets.select("checkpoint_fraction", "flops_paper").iter_rows()
         ]
-        curve = _common_seeds(label, budgets["flops_paper"].to_list(), grids, flat)
+        complete = [(flops, grids[label]) for flops, grids in found if label in grids]
+        curve = _common_seeds(label, complete, flat)
         if curve is not None:
             curves[label] = curve
     return curves
 
 
 def _common_seeds(
-    label: str, flops: list[float], grids: list[stats.ArmGrid | None], flat: bool
+    label: str, budgets: list[tuple[float, stats.ArmGrid]], flat: bool
 ) -> Curve | None:
-    if any(g is None for g in grids) or not grids:
+    if not budgets:
         return None
+    flops, grids = zip(*budgets, strict=True)
     pretrain = sorted(set.intersection(*(set(g.pretrain_seeds) for g in grids)))
     finetune = sorted(set.intersection(*(set(g.finetune_seeds) for g in grids)))
     if not pretrain or not finetune:

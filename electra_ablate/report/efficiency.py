@@ -134,20 +134,33 @@ def interval_marks(found: Sequence[Efficiency]) -> tuple[bool, bool]:
     return any(present), not all(present)
 
 
+SAME_BUDGET = 0.02
+"""Budgets within this relative distance are one column: every objective of a study reaches a
+checkpoint's FLOPs within a step of the others."""
+
+
+def budget_columns(flops: Sequence[float]) -> list[float]:
+    """The distinct budgets of a table, ascending: those within ``SAME_BUDGET`` of the
+    previous one are one column, at their mean."""
+    groups: list[list[float]] = []
+    for x in sorted(flops):
+        if not groups or x > groups[-1][-1] * (1 + SAME_BUDGET):
+            groups.append([])
+        groups[-1].append(x)
+    return [sum(g) / len(g) for g in groups]
+
+
 def multiplier_table_md(found: Efficiency, mark: bool) -> str:
-    """One row per ordered pair, one column per budget of A (the budgets of a study are its
-    checkpoints, the same for every objective, so columns are matched by rank)."""
-    pairs: dict[tuple[str, str], list[Multiplier]] = {}
+    """One row per ordered pair, one column per budget (a pair lacks the budgets its A was
+    not evaluated at)."""
+    columns = budget_columns([m.flops for m in found.multipliers])
+    pairs: dict[tuple[str, str], list[str]] = {}
     for m in found.multipliers:
-        pairs.setdefault((m.a, m.b), []).append(m)
-    width = max(len(ms) for ms in pairs.values())
-    flops = next(ms for ms in pairs.values() if len(ms) == width)
-    head = ["A", "B", *(f"at {sci(m.flops)}" for m in flops)]
-    rows = [
-        [a, b, *(multiplier_cell(m, mark) for m in ms), *([NO_VALUE] * (width - len(ms)))]
-        for (a, b), ms in pairs.items()
-    ]
-    return table(head, rows)
+        cells = pairs.setdefault((m.a, m.b), [NO_VALUE] * len(columns))
+        at = min(range(len(columns)), key=lambda i: abs(math.log(m.flops / columns[i])))
+        cells[at] = multiplier_cell(m, mark)
+    head = ["A", "B", *(f"at {sci(x)}" for x in columns)]
+    return table(head, [[a, b, *cells] for (a, b), cells in pairs.items()])
 
 
 def crossover_table_md(found: Efficiency, mark: bool) -> str:

@@ -407,7 +407,7 @@ def test_a_curve_keeps_only_the_seeds_present_at_every_budget():
     assert found[BUDGETS[0]].ci_low < 4 < found[BUDGETS[0]].ci_high
 
 
-def test_an_arm_with_no_complete_model_at_a_budget_has_no_curve():
+def test_a_budget_without_a_complete_model_is_left_off_and_disjoint_seeds_give_no_curve():
     # C lacks one task at the 4th budget, and a seed-disjoint D shares no seed across budgets
     c = tidy("C", curve, seed=3).filter(
         ~((pl.col("checkpoint_fraction") == 0.5) & (pl.col("task") == TASKS[1]))
@@ -420,13 +420,15 @@ def test_an_arm_with_no_complete_model_at_a_budget_has_no_curve():
     )
     frame = pl.concat([tidy("A", curve, seed=1), c, d, tidy("B", lambda x: curve(x / 4), seed=2)])
     curves = budget_curves(frame)
-    assert list(curves) == ["A", "B"]
+    assert list(curves) == ["A", "C", "B"]
+    assert curves["C"].flops == pytest.approx(tuple(b for b in BUDGETS if b != 0.5 * TOTAL))
 
     found = family_efficiency("glue", frame, resamples=RESAMPLES)
     table = multiplier_table([found])
-    assert set(table["a"]) | set(table["b"]) == {"A", "B"}
-    assert table.height == 2 * len(BUDGETS)
-    assert crossover_table([found]).height == 1
+    assert set(table["a"]) | set(table["b"]) == {"A", "B", "C"}
+    # every ordered pair, at each budget of its A: C has one budget fewer
+    assert table.height == 2 * (2 * len(BUDGETS) + len(BUDGETS) - 1)
+    assert crossover_table([found]).height == 3
 
 
 def test_nan_values_are_left_out_like_missing_ones():

@@ -21,6 +21,8 @@ from test_report import make_study_dir
 from electra_ablate.analysis.efficiency import (
     CROSSOVER_COLUMNS,
     MULTIPLIER_COLUMNS,
+    Efficiency,
+    Multiplier,
     crossover_table,
     multiplier_table,
 )
@@ -29,7 +31,7 @@ from electra_ablate.analysis.stats import SUPPORTED
 from electra_ablate.evaluation.task import describe_family
 from electra_ablate.report import write_report
 from electra_ablate.report.document import write_csv
-from electra_ablate.report.efficiency import family_efficiency
+from electra_ablate.report.efficiency import family_efficiency, multiplier_table_md
 
 FLOPS = 4e15
 REPORTS = Path(__file__).resolve().parents[2] / "reports"
@@ -170,3 +172,18 @@ def test_long_budget_rtd_probe_multiplier_is_in_berts_favour():
         0, named=True
     )
     assert bert["kind"] == "lower_bound" and bert["ci_low"] >= 1
+
+
+def test_a_pair_missing_a_budget_leaves_that_column_empty_not_shifted():
+    def m(a: str, flops: float) -> Multiplier:
+        return Multiplier(a, "B", flops, 2.0, 1.5, 3.0, "estimate", 1, 3, "estimate")
+
+    found = Efficiency(
+        "glue",
+        {},
+        [m("A", 1e14), m("A", 2e14), m("A", 4e14), m("C", 1.001e14), m("C", 4.002e14)],
+        [],
+    )
+    rows = multiplier_table_md(found, mark=False).splitlines()
+    assert rows[0] == "| A | B | at 1.00e14 | at 2.00e14 | at 4.00e14 |"
+    assert rows[3] == "| C | B | 2.0× [1.5×, 3.0×] | — | 2.0× [1.5×, 3.0×] |"
