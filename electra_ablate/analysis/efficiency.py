@@ -403,7 +403,8 @@ def crossover(
             return np.repeat(y[..., :1], len(x), axis=-1)
         return interpolate(x, _log_flops(curve), y)
 
-    gap = along(a, knots, a.values(aggregation)) - along(b, knots, b.values(aggregation))
+    values_a, values_b = a.values(aggregation), b.values(aggregation)
+    gap = along(a, knots, values_a) - along(b, knots, values_b)
     changes = _sign_changes(gap)
     options = {"resamples": resamples, "seed": seed, "confidence": confidence}
     at_start = stats.difference(_at(a, knots[0]), _at(b, knots[0]), aggregation, **options)
@@ -421,7 +422,7 @@ def crossover(
         if units >= 2:
             draws_a, draws_b = _draws(a, b, resamples, seed)
             grid = _grid(knots)
-            estimate = along(a, grid, a.values(aggregation)) - along(b, grid, b.values(aggregation))
+            estimate = along(a, grid, values_a) - along(b, grid, values_b)
             reps = along(a, grid, a.replicates(draws_a, aggregation)) - along(
                 b, grid, b.replicates(draws_b, aggregation)
             )
@@ -490,6 +491,13 @@ class Efficiency:
     curves: dict[str, Curve]
     multipliers: list[Multiplier]
     crossovers: list[Crossover]
+
+    def multipliers_by_pair(self) -> dict[tuple[str, str], list[Multiplier]]:
+        """``multipliers`` grouped by ordered pair (A, B), each pair's in budget order."""
+        pairs: dict[tuple[str, str], list[Multiplier]] = {}
+        for m in self.multipliers:
+            pairs.setdefault((m.a, m.b), []).append(m)
+        return pairs
 
     @property
     def budgets(self) -> int:

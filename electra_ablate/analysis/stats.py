@@ -253,13 +253,18 @@ def _rng(seed: int, *labels: str) -> np.random.Generator:
     return np.random.default_rng([seed, *(zlib.crc32(label.encode()) for label in labels)])
 
 
+Draws = tuple[np.ndarray, np.ndarray]
+"""Indices ``([R, P], [R, P, F])`` into an arm's grid: each resample's pre-training seeds and,
+for each drawn one, its fine-tuning seeds."""
+
+
 def _draws(
     grid: ArmGrid,
     resamples: int,
     pretrain: np.ndarray,
     finetune: np.ndarray,
     nested: bool,
-) -> tuple[np.ndarray, np.ndarray]:
+) -> Draws:
     """Indices ``([R, P], [R, P, F])`` into ``grid.values`` for each resample: ``pretrain`` is
     the pre-training draw; fine-tuning seeds are redrawn (from ``finetune``) only where they are
     the top level (one pre-training seed) or ``nested`` asks, else kept as they are."""
@@ -269,9 +274,7 @@ def _draws(
     return pretrain, np.broadcast_to(np.arange(f), (resamples, p, f))
 
 
-def replicates(
-    grid: ArmGrid, draws: tuple[np.ndarray, np.ndarray], aggregation: Aggregation
-) -> np.ndarray:
+def replicates(grid: ArmGrid, draws: Draws, aggregation: Aggregation) -> np.ndarray:
     """``[R]``: the aggregation of ``grid`` under each resample of ``draws``."""
     pretrain, finetune = draws
     out = np.empty(len(pretrain))
@@ -306,11 +309,6 @@ def standard_error(values: np.ndarray, units: int) -> np.ndarray:
 def t_critical(units: int, confidence: float = CONFIDENCE) -> float:
     """Student's ``t(units - 1)`` quantile of a two-sided ``confidence`` interval."""
     return float(stdtrit(units - 1, (1 + confidence) / 2))
-
-
-Draws = tuple[np.ndarray, np.ndarray]
-"""Indices ``([R, P], [R, P, F])`` into an arm's grid: each resample's pre-training seeds and,
-for each drawn one, its fine-tuning seeds."""
 
 
 def paired_draws(

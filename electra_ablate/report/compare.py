@@ -19,12 +19,7 @@ import polars as pl
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from electra_ablate.analysis.efficiency import (
-    Efficiency,
-    Multiplier,
-    crossover_table,
-    multiplier_table,
-)
+from electra_ablate.analysis.efficiency import Efficiency, crossover_table, multiplier_table
 from electra_ablate.analysis.results import (
     evaluated_only_at_start,
     families_in_order,
@@ -191,10 +186,7 @@ def efficiency_part(family, found: dict[str, Efficiency], explained: bool) -> st
     some, missing = interval_marks(list(found.values()))
     mark = some and missing
     for n, e in found.items():
-        pairs: dict[tuple[str, str], list[Multiplier]] = {}
-        for m in e.multipliers:
-            pairs.setdefault((m.a, m.b), []).append(m)
-        for (a, b), ms in pairs.items():
+        for (a, b), ms in e.multipliers_by_pair().items():
             cells = "; ".join(f"{sci(m.flops)}: {multiplier_cell(m, mark)}" for m in ms)
             rows.append([a, b, n, cells])
         crossings += [[c.a, c.b, n, crossover_cell(c, mark)] for c in e.crossovers]

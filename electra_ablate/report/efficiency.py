@@ -31,6 +31,7 @@ from electra_ablate.report.plots import (
     PANEL_WIDTH,
     band_columns,
     flops_axis,
+    median_with_band,
     save_figure,
 )
 from electra_ablate.report.verdicts import NO_INTERVAL, NO_INTERVAL_NOTE, signed, with_interval
@@ -154,13 +155,14 @@ def multiplier_table_md(found: Efficiency, mark: bool) -> str:
     """One row per ordered pair, one column per budget (a pair lacks the budgets its A was
     not evaluated at)."""
     columns = budget_columns([m.flops for m in found.multipliers])
-    pairs: dict[tuple[str, str], list[str]] = {}
-    for m in found.multipliers:
-        cells = pairs.setdefault((m.a, m.b), [NO_VALUE] * len(columns))
-        at = min(range(len(columns)), key=lambda i: abs(math.log(m.flops / columns[i])))
-        cells[at] = multiplier_cell(m, mark)
-    head = ["A", "B", *(f"at {sci(x)}" for x in columns)]
-    return table(head, [[a, b, *cells] for (a, b), cells in pairs.items()])
+    rows = []
+    for (a, b), found_pair in found.multipliers_by_pair().items():
+        cells = [NO_VALUE] * len(columns)
+        for m in found_pair:
+            at = min(range(len(columns)), key=lambda i: abs(math.log(m.flops / columns[i])))
+            cells[at] = multiplier_cell(m, mark)
+        rows.append([a, b, *cells])
+    return table(["A", "B", *(f"at {sci(x)}" for x in columns)], rows)
 
 
 def crossover_table_md(found: Efficiency, mark: bool) -> str:
@@ -258,8 +260,8 @@ def plot_efficiency(
     band = band_columns(scores)
     crossings = {(c.a, c.b): c for c in found.crossovers}
     for (a, b), (left, right) in zip(pairs, axes, strict=True):
-        for label in (a, b):
-            curve_panel(left, scores.filter(pl.col("label") == label), colors[label], band)
+        pair = {label: colors[label] for label in (a, b)}
+        median_with_band(left, scores.filter(pl.col("label").is_in(pair)), pair, band)
         if (c := crossings.get((a, b))) is not None and c.crossings:
             mark_crossover(left, c)
         left.set_ylabel(family.aggregate or family.title, fontsize="small")
@@ -279,17 +281,6 @@ def plot_efficiency(
     stem = f"{family.name}_efficiency"
     save_figure(fig, out_dir, stem)
     return stem
-
-
-def curve_panel(ax: Axes, points: pl.DataFrame, color: tuple, band: tuple[str, str] | None) -> None:
-    points = points.filter(pl.col("flops_paper") > 0).sort("flops_paper")
-    x = points["flops_paper"].to_list()
-    label = points["label"][0] if points.height else None
-    if band is not None:
-        low, high = (points[c].fill_nan(None).fill_null(points["median"]) for c in band)
-        ax.fill_between(x, low.to_list(), high.to_list(), color=color, alpha=0.2, lw=0)
-    ax.plot(x, points["median"].to_list(), "o-", color=color, label=label, markersize=3)
-    flops_axis(ax, x)
 
 
 def mark_crossover(ax: Axes, c: Crossover) -> None:
