@@ -153,6 +153,7 @@ def main() -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--modes", default="dynamic,max_len", help=f"of {', '.join(MODES)}")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON object here")
     args = parser.parse_args()
     modes = tuple(args.modes.split(","))
     if unknown := [m for m in modes if m not in MODES]:
@@ -166,6 +167,8 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     report = measure(args.glue, args.tasks.split(","), args.cap, args.preset, args.device, modes)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(report, indent=2))
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -20,8 +20,11 @@ processes (a process's high-water mark cannot be split between two models living
 
     python bench/pretrain_throughput.py --preset tiny --batch 128 --steps 10 [--compile] [--json]
 
-``--compile`` adds OURS_COMPILED (``pretrain.compile: true``); ``--compile reduce-overhead`` times
-``pretrain.compile: reduce-overhead`` instead (CUDA graphs; CUDA only).
+``--compile`` adds OURS_COMPILED (``pretrain.compile: true``); ``--compile reduce-overhead`` adds
+OURS_CUDA_GRAPHS (``pretrain.compile: reduce-overhead``, CUDA only) instead, and
+``--compile true,reduce-overhead`` both. ``--profile N`` then profiles N more steps of each of our
+sides (``bench/step_profile.py``: kernels, launches, host syncs and the card's busy time per
+step), the numbers that say what bounds a step below the target.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import adamw, packed_batch, peak_matmul_flops, peak_rss_mb, run_json_child, timed
+from step_profile import profile_steps
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
@@ -56,6 +60,8 @@ DISC_WEIGHT = 50.0
 GENERATOR_SIZE = 0.25
 MASK_RATE = 0.15
 SPEC = PretrainSpec()
+COMPILED_SIDES = {"true": "ours_compiled", CUDA_GRAPHS: "ours_cuda_graphs"}
+"""Each ``--compile`` value's side: ``pretrain.compile`` true, and reduce-overhead (CUDA graphs)."""
 
 
 @dataclass
@@ -216,8 +222,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
     cfg, device = preset(args.preset), torch.device(args.device)
     torch.manual_seed(0)
     contenders = {side: build(cfg, args.batch, device) for side, build in BUILDERS.items()}
-    if args.compile:
-        contenders["ours_compiled"] = ours(cfg, args.batch, device, compile=args.compile)
+    for mode in args.compile:
+        compile_mode = True if mode == "true" else mode
+        contenders[COMPILED_SIDES[mode]] = ours(cfg, args.batch, device, compile=compile_mode)
     times: dict[str, list[float]] = {side: [] for side in contenders}
     notes: dict[str, object] = {}
     for i in range(args.warmup + args.steps):
@@ -228,13 +235,13 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
             try:
                 seconds = timed(contenders[side].step, device)
             except Exception as e:  # a compiler that fails here must not lose the eager numbers
-                if side != "ours_compiled":
+                if side not in COMPILED_SIDES.values():
                     raise
-                notes["ours_compiled_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+                notes[f"{side}_error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 del contenders[side], times[side]
                 continue
-            if i == 0 and side == "ours_compiled":  # the compilation, mostly
-                notes["ours_compiled_first_step_s"] = seconds
+            if i == 0 and side in COMPILED_SIDES.values():  # the compilation, mostly
+                notes[f"{side}_first_step_s"] = seconds
             if i >= args.warmup:
                 times[side].append(seconds)
     median = {side: statistics.median(t) for side, t in times.items()}
@@ -254,7 +261,7 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
         "peak_matmul_flops": peak,
         **{
             f"{side}_{key}": value
-            for side in ("ours_compiled", "electra_pytorch")
+            for side in (*COMPILED_SIDES.values(), "electra_pytorch")
             if side in median
             for key, value in (
                 ("tokens_per_s", tokens / median[side]),
@@ -263,8 +270,9 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
                 ("ratio", median[side] / median["ours"]),  # its step time over ours
             )
         },
-        **({"compile_mode": args.compile} if args.compile else {}),
+        **({"compile_modes": args.compile} if args.compile else {}),
         **notes,
+        **profiles(args, contenders, median, device),
         **contenders["ours"].facts,
         **contenders["peer"].facts,
     }
@@ -286,6 +294,25 @@ def benchmark(args: argparse.Namespace) -> dict[str, object]:
         # ``peak_rss_mb`` of side ``ours`` -> ``peak_rss_ours_mb``
         result |= {key.removesuffix("_mb") + f"_{side}_mb": v for key, v in child.items()}
     return result | run_facts(args, cfg)
+
+
+def profiles(
+    args: argparse.Namespace,
+    contenders: dict[str, Contender],
+    median: dict[str, float],
+    device: torch.device,
+) -> dict[str, object]:
+    """``--profile N``: each of our sides profiled for N more steps; ``busy_share_of_timed`` is
+    the card's busy time over the side's timed median step (the profiler slows the host)."""
+    if not args.profile:
+        return {}
+    out: dict[str, object] = {}
+    for side in ("ours", *COMPILED_SIDES.values()):
+        if side in contenders:
+            summary = profile_steps(contenders[side].step, args.profile, device)
+            summary["busy_share_of_timed"] = summary["device_busy_ms"] / (1000 * median[side])
+            out[f"{side}_profile"] = summary
+    return out
 
 
 def run_facts(args: argparse.Namespace, cfg: BackboneConfig) -> dict[str, object]:
@@ -316,8 +343,9 @@ def print_table(result: dict[str, object]) -> None:
     for column in ("", "tokens/s", "median step (s)", "peak RSS (MB)"):
         table.add_column(column, justify="right")
     sides = [("ours", "electra-ablate"), ("peer", "transformers")]
-    if "ours_compiled_tokens_per_s" in result:
-        sides.insert(1, ("ours_compiled", f"electra-ablate, compile: {result['compile_mode']}"))
+    for mode, side in reversed(COMPILED_SIDES.items()):
+        if f"{side}_tokens_per_s" in result:
+            sides.insert(1, (side, f"electra-ablate, compile: {mode}"))
     if "electra_pytorch_tokens_per_s" in result:
         sides.append(("electra_pytorch", "electra-pytorch"))
     for side, label in sides:
@@ -336,10 +364,10 @@ def print_table(result: dict[str, object]) -> None:
             if "electra_pytorch_ratio" in result
             else "(electra-pytorch not installed)   "
         )
-        + (
-            f"compiled / eager: {1 / result['ours_compiled_ratio']:.2f}x   "
-            if "ours_compiled_ratio" in result
-            else ""
+        + "".join(
+            f"{side} / eager: {1 / result[f'{side}_ratio']:.2f}x   "
+            for side in COMPILED_SIDES.values()
+            if f"{side}_ratio" in result
         )
         + f"MFU of ours (standard FLOPs / measured peak matmul): {result['mfu']:.1%}"
     )
@@ -365,16 +393,31 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--compile",
         nargs="?",
-        const=True,
-        default=False,
-        choices=[True, CUDA_GRAPHS],
-        help="also time ours with pretrain.compile: true (or the value given: reduce-overhead)",
+        const="true",
+        default="",
+        type=compile_modes,
+        help="also time ours with pretrain.compile: true (the default), reduce-overhead, or both "
+        "(true,reduce-overhead)",
+    )
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="profile N more steps of our sides"
     )
     parser.add_argument("--memory-of", choices=list(BUILDERS), help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.compile == CUDA_GRAPHS and args.device != "cuda":
+    if isinstance(args.compile, str):  # argparse passes a bare flag's const through as it is
+        args.compile = compile_modes(args.compile)
+    if CUDA_GRAPHS in args.compile and args.device != "cuda":
         parser.error(f"--compile {CUDA_GRAPHS} captures CUDA graphs: it needs --device cuda")
     return args
+
+
+def compile_modes(value: str) -> list[str]:
+    """``--compile``'s comma-separated modes, each a key of ``COMPILED_SIDES``."""
+    modes = [m.strip() for m in value.split(",") if m.strip()]
+    for mode in modes:
+        if mode not in COMPILED_SIDES:
+            raise argparse.ArgumentTypeError(f"{mode!r}: expected {', '.join(COMPILED_SIDES)}")
+    return modes
 
 
 def main() -> None:

@@ -10,7 +10,8 @@
 #               doctor, CUDA tests, bench, the study's measured time model, then the largest
 #               rung of the FLOPs ladder that fits, packed as it finishes (session.py beside
 #               this script): OUT/session.json, session.log, doctor.json, bench.json, plan.json
-#               and one pack; at most six files whatever happens
+#               and one pack (finetune.json too where the finetune phase ran); at most
+#               seven files whatever happens
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
 #   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
 #               some), else the doctor's checks on every device: OUT/cuda-tests.log

@@ -7,8 +7,14 @@ started) and nothing finished is ever lost:
 
 1. ``doctor``: ``ablate doctor`` (software, devices, a timed micro run) -> ``OUT/doctor.json``;
 2. ``tests``: the repository's tests marked ``cuda`` (``tests/test_cuda.py``);
-3. ``bench``: ``bench/pretrain_throughput.py``, ELECTRA-Small at batch 128, ours eager and
-   compiled against ``transformers``' ELECTRA -> ``OUT/bench.json``;
+3. ``bench``: ``bench/pretrain_throughput.py``, ELECTRA-Small at batch 128, ours eager,
+   compiled and (on CUDA) replayed as CUDA graphs against ``transformers``' ELECTRA, each of ours
+   profiled (kernels, launches, host syncs, the card's busy time per step) -> ``OUT/bench.json``;
+   ``finetune`` (only when named in ``--phases``): ``bench/finetune_throughput.py``, the
+   ``small`` fine-tuning step eager, compiled and as CUDA graphs -> ``OUT/finetune.json``. The
+   fastest mode each measured (a compiled one only where the CUDA tests passed) is kept in
+   ``WORK/measured.json``, which a later command on the same machine reads with
+   ``--compile measured``;
 4. ``plan``: the study's own time model measured here (``ablate run --dry-run --plan-json``:
    each objective's real training step and each task's estimate, timed on this device);
 5. ``study``: the largest rung of ``LADDER`` that the time model says fits the time left
@@ -16,16 +22,19 @@ started) and nothing finished is ever lost:
    finished work is collected and packed every ``PACK_EVERY`` seconds (``ablate run --collect``,
    ``ablate pack``) into ``OUT/<study>-<rung>.pack.tar.gz``, replaced atomically; at the
    deadline the study is stopped (SIGTERM: finished runs and fine-tunes are kept) and packed a
-   last time.
+   last time. ``--reuse FOLDER`` first copies finished evaluation records of earlier studies
+   (``FOLDER/<study>/finetune/*.json``) beside the study folder: a job with the same id (the same
+   model, task, seed and data; the baseline's do not depend on the budget) is read back, not run
+   again.
 
 Each phase is bounded by its cap (``CAPS``) and by the time left, and skipped with the reason
 when too little is left. ``OUT/session.json`` is rewritten after every change of state: per
 phase finished / stopped / failed / skipped and why, its seconds, the measured rates and the
 time model's prediction beside them, so a kill at any moment leaves a truthful record and the
-last pack. Every phase's output goes to ``OUT/session.log``. OUT holds at most six files:
-session.json, session.log, doctor.json, bench.json, plan.json and the pack. The exit status is 0
-only where every phase finished; SIGTERM or SIGINT stop the phase at hand, pack what finished
-and exit 143 or 130.
+last pack. Every phase's output goes to ``OUT/session.log``. OUT holds at most seven files:
+session.json, session.log, doctor.json, bench.json, finetune.json, plan.json and the pack. The
+exit status is 0 only where every phase finished; SIGTERM or SIGINT stop the phase at hand,
+pack what finished and exit 143 or 130.
 
 This file imports nothing but the standard library: everything that needs torch runs in a
 child process, so this one stays small and can always write the record and the pack.
@@ -39,6 +48,7 @@ import datetime as dt
 import glob
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -52,7 +62,7 @@ LADDER = (1e15, 3e15, 1e16, 3e16, 1e17)
 """Pre-training budgets in paper-convention FLOPs per objective. Every stretch picks one of
 these, so runs from different stretches of GPU time and different cards line up."""
 
-CAPS = {"doctor": 75.0, "tests": 150.0, "bench": 150.0, "plan": 150.0}
+CAPS = {"doctor": 75.0, "tests": 150.0, "bench": 240.0, "finetune": 200.0, "plan": 150.0}
 """The most seconds each phase before the study may take (its share of the deadline)."""
 
 MIN_PHASE_S = 15.0
@@ -179,9 +189,14 @@ def end_group(child: subprocess.Popen, grace: float = 20.0) -> None:
     child.wait()
 
 
+def reserve(session: Session) -> float:
+    """Seconds a diagnostic phase leaves at the end: the study's last pack, where one follows."""
+    return PACK_RESERVE_S if "study" in session.args.phases else 5.0
+
+
 def bounded_phase(session: Session, name: str, command: list[str], cwd: Path | None = None) -> bool:
     """One diagnostic phase: run it within its cap and the time left, or skip it and say why."""
-    limit = min(CAPS[name], session.left() - PACK_RESERVE_S)
+    limit = min(CAPS[name], session.left() - reserve(session))
     if limit < MIN_PHASE_S:
         session.phase(name, status="skipped", why=f"{session.left():.0f} s left of the session")
         return False
@@ -255,14 +270,18 @@ def bench(session: Session) -> None:
     command = [sys.executable, str(Path(session.args.kit) / "bench" / "pretrain_throughput.py"),
                "--device", session.args.device, *bench_args, "--json-out", str(out)]  # fmt: skip
     if session.args.device == "cuda":
-        command.append("--compile")
+        command += ["--compile", "true,reduce-overhead", "--profile", str(PROFILE_STEPS)]
     if bounded_phase(session, "bench", command, cwd=Path(session.args.work)):
         with contextlib.suppress(OSError, ValueError):
             result = json.loads(out.read_text())
+            sides = ("ours", *PRETRAIN_MODES, "peer", "electra_pytorch")
             steps_per_s = {
-                side: 1.0 / result[f"{side}_step_s"]
-                for side in ("ours", "ours_compiled", "peer", "electra_pytorch")
-                if f"{side}_step_s" in result
+                side: 1.0 / result[f"{side}_step_s"] for side in sides if f"{side}_step_s" in result
+            }
+            profiles = {
+                side: {key: result[f"{side}_profile"][key] for key in PROFILE_KEYS}
+                for side in sides
+                if f"{side}_profile" in result
             }
             session.phase(
                 "bench",
@@ -270,9 +289,103 @@ def bench(session: Session) -> None:
                 ratio=result.get("ratio"),
                 mfu=result.get("mfu"),
                 tokens_per_s=result.get("ours_tokens_per_s"),
-                compile_first_step_s=result.get("ours_compiled_first_step_s"),
-                compile_error=result.get("ours_compiled_error"),
+                compile_first_step_s={
+                    side: result[f"{side}_first_step_s"]
+                    for side in PRETRAIN_MODES
+                    if f"{side}_first_step_s" in result
+                },
+                compile_errors={
+                    side: result[f"{side}_error"]
+                    for side in PRETRAIN_MODES
+                    if f"{side}_error" in result
+                },
+                profile=profiles,
             )
+            remember(session, "pretrain.compile", fastest(steps_per_s, PRETRAIN_MODES, session))
+
+
+PRETRAIN_MODES = {"ours": False, "ours_compiled": True, "ours_cuda_graphs": "reduce-overhead"}
+"""The bench's sides of our step and the ``pretrain.compile`` value each times."""
+FINETUNE_MODES = {"dynamic": False, "compiled": True, "cuda_graphs": "reduce-overhead"}
+"""``bench/finetune_throughput.py``'s modes and the ``finetune.recipe.compile`` value of each."""
+PROFILE_STEPS = 5
+PROFILE_KEYS = ("host_ms", "device_busy_ms", "busy_share_of_timed", "kernels", "launches",
+                "launch_ms", "graph_launches", "syncs", "cpu_ops", "top_ops")  # fmt: skip
+
+
+def finetune(session: Session) -> None:
+    """The fine-tuning step's throughput per compile mode (issue: evaluation at GPU speed)."""
+    out = session.out / "finetune.json"
+    modes = [m for m in FINETUNE_MODES if m != "cuda_graphs" or session.args.device == "cuda"]
+    glue = Path(session.args.work) / "data" / "glue"
+    command = [sys.executable, str(Path(session.args.kit) / "bench" / "finetune_throughput.py"),
+               "--device", session.args.device, "--glue", str(glue),
+               "--modes", ",".join(modes), *session.args.finetune_args.split(),
+               "--json-out", str(out)]  # fmt: skip
+    if bounded_phase(session, "finetune", command, cwd=Path(session.args.work)):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            result = json.loads(out.read_text())
+            rates = {m: result[f"{m}_examples_per_s"] for m in modes}
+            session.phase(
+                "finetune",
+                examples_per_s=rates,
+                ratio=result.get("ratio"),
+                compile_seconds=result.get("compile_seconds"),
+            )
+            remember(session, "finetune.recipe.compile", fastest(rates, FINETUNE_MODES, session))
+
+
+def fastest(rates: dict[str, float], modes: dict[str, Any], session: Session) -> Any:
+    """The compile value of the fastest side measured, or None (the spec's own setting stands)
+    where this session's CUDA tests did not run and pass: a compiled step that ran fast but
+    wrong must not be used, and the spec's default is the one the tests have vetted before."""
+    if session.record["phases"].get("tests", {}).get("status") != "finished":
+        return None
+    measured = {side: rate for side, rate in rates.items() if side in modes}
+    return modes[max(measured, key=measured.get)] if measured else None
+
+
+def measured_path(session: Session) -> Path:
+    """Where the fastest modes measured on this machine stay for a later command
+    (``WORK`` outlives a command while the machine is held; ``OUT`` does not)."""
+    return Path(session.args.work) / "measured.json"
+
+
+def remember(session: Session, key: str, value: Any) -> None:
+    """Keep ``key``'s measured value for ``--compile measured`` (None: nothing to keep)."""
+    if value is None:
+        return
+    session.record.setdefault("measured", {})[key] = value  # not a phase: it has no status
+    session.save()
+    path = measured_path(session)
+    with contextlib.suppress(OSError, ValueError):
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known[key] = value
+        path.write_text(json.dumps(known))
+
+
+def study_settings(session: Session) -> list[str]:
+    """``--set`` overrides of the study beyond its budget: ``--compile measured`` applies the
+    fastest modes this machine measured (none where nothing was measured)."""
+    if session.args.compile != "measured":
+        return []
+    with contextlib.suppress(OSError, ValueError):
+        known = json.loads(measured_path(session).read_text())
+        return [f"{key}={json.dumps(value)}" for key, value in sorted(known.items())]
+    return []
+
+
+def reuse_records(session: Session) -> list[str]:
+    """Copy ``--reuse``'s finished evaluation records beside the study folder; their names."""
+    copied = []
+    for folder in session.args.reuse:
+        for source in sorted(Path(folder).glob("*/finetune")):
+            target = Path(session.args.work) / f"reused-{source.parent.name}" / "finetune"
+            target.mkdir(parents=True, exist_ok=True)
+            for record in source.glob("*.json"):
+                shutil.copyfile(record, target / record.name)
+            copied.append(source.parent.name)
+    return copied
 
 
 def study_args(session: Session, *extra: str) -> list[str]:
@@ -408,14 +521,20 @@ def study(session: Session, model: dict[str, Any] | None) -> None:
         return
     rung, why, predictions = choose_rung(session, model)
     session.rung = rung
-    rung_args = ["--set", f"budget.flops={rung:.1e}"]
+    settings = study_settings(session)
+    rung_args = [
+        "--set",
+        f"budget.flops={rung:.1e}",
+        *(a for kv in settings for a in ("--set", kv)),
+    ]
+    reused = reuse_records(session)
     name = json.loads((Path(session.args.kit) / "kit.json").read_text())["study"]
     pack_path = session.out / f"{name}-{rung_label(rung)}.pack.tar.gz"
     started = now()
     session.phase("study", status="running", budget_flops=rung, chosen=why,
                   predicted=predictions.get(f"{rung:.3g}"), ladder_predictions=predictions,
                   assumed={"gpu_sharing": GPU_SHARING, "startup_s": STARTUP_S},
-                  pack=pack_path.name)  # fmt: skip
+                  settings=settings, reused_from=reused, pack=pack_path.name)  # fmt: skip
     stop_packing = threading.Event()
 
     def packer() -> None:  # the last pack is never older than PACK_EVERY seconds
@@ -468,7 +587,23 @@ def main() -> int:
     parser.add_argument(
         "--bench-args", default="--preset small --batch 128 --steps 20 --warmup 3 --no-memory"
     )
-    parser.add_argument("--phases", default="doctor,tests,bench,plan,study")
+    parser.add_argument(
+        "--finetune-args", default="--preset small --tasks cola,mrpc --cap 4096",
+        help="bench/finetune_throughput.py's arguments for the finetune phase",
+    )  # fmt: skip
+    parser.add_argument(
+        "--phases",
+        default="doctor,tests,bench,plan,study",
+        help="of doctor, tests, bench, finetune, plan, study (run in that order)",
+    )
+    parser.add_argument(
+        "--compile", choices=["spec", "measured"], default="spec",
+        help="the study's compile settings: the spec's, or the fastest measured on this machine",
+    )  # fmt: skip
+    parser.add_argument(
+        "--reuse", action="append", default=[], metavar="FOLDER",
+        help="a folder of study folders whose finished evaluation records may be reused",
+    )  # fmt: skip
     parser.add_argument("--pack-every", type=float, default=PACK_EVERY, help="seconds")
     parser.add_argument(
         "--ladder",
@@ -477,8 +612,8 @@ def main() -> int:
     )
     args = parser.parse_args()
     args.ladder = sorted(float(r) for r in args.ladder.split(","))
+    args.phases = phases = args.phases.split(",")
     session = Session(args)
-    phases = args.phases.split(",")
 
     def stop(signum: int, _frame: object) -> None:
         if session.deferring:  # the last pack is being written: finish it, then stop
@@ -493,7 +628,9 @@ def main() -> int:
     signal.signal(signal.SIGINT, stop)
     session.save()
     try:
-        for name, step in (("doctor", doctor), ("tests", tests), ("bench", bench)):
+        for name, step in (
+            ("doctor", doctor), ("tests", tests), ("bench", bench), ("finetune", finetune),
+        ):  # fmt: skip
             if name in phases:
                 step(session)
         model = plan(session) if "plan" in phases else None

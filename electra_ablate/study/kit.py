@@ -82,7 +82,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 """The source checkout a kit is made from (``electra_ablate/study/kit.py`` is two folders down)."""
 GPU_FOLDER = PROJECT_ROOT / "gpu"
 GPU_FILES = ("node.sh", "session.py", "README.md")
-BENCH_FILES = ("pretrain_throughput.py", "common.py")
+BENCH_FILES = ("pretrain_throughput.py", "step_profile.py", "finetune_throughput.py", "common.py")
 
 
 @dataclass

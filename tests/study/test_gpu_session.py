@@ -39,11 +39,12 @@ def plan(pretrain_s: float, finetune_s: float, timed_at: float = 1e15) -> dict:
     return {"rows": rows}
 
 
-def a_session(tmp_path: Path, seconds: float, ladder=(1e15, 3e15, 1e16)) -> object:
-    args = argparse.Namespace(
-        out=str(tmp_path), started=time.time(), seconds=seconds, device="cuda", workers=4,
-        ladder=list(ladder),
-    )  # fmt: skip
+def a_session(tmp_path: Path, seconds: float, ladder=(1e15, 3e15, 1e16), **args: object) -> object:
+    args = argparse.Namespace(**{
+        "out": str(tmp_path), "started": time.time(), "seconds": seconds, "device": "cuda",
+        "workers": 4, "ladder": list(ladder), "work": str(tmp_path), "compile": "spec",
+        "reuse": [], "phases": ["doctor", "tests", "bench", "plan", "study"], **args,
+    })  # fmt: skip
     return session_py.Session(args)
 
 
@@ -119,3 +120,54 @@ def test_a_phase_past_its_limit_is_stopped_and_says_so(tmp_path, monkeypatch):
     phase = json.loads((tmp_path / "session.json").read_text())["phases"]["doctor"]
     assert phase["status"] == "stopped" and "limit" in phase["why"]
     assert phase["seconds"] < 25  # ended by its limit and SIGTERM, not by sleeping out
+
+
+def test_diagnostics_alone_keep_no_time_for_a_pack(tmp_path):
+    with_study = a_session(tmp_path, 500)
+    alone = a_session(tmp_path, 500, phases=["tests", "bench", "finetune"])
+    assert session_py.reserve(with_study) == session_py.PACK_RESERVE_S
+    assert session_py.reserve(alone) < session_py.MIN_PHASE_S
+
+
+def test_the_fastest_mode_measured_is_chosen_only_after_the_cuda_tests_passed(tmp_path):
+    rates = {"ours": 16.0, "ours_compiled": 23.0, "ours_cuda_graphs": 90.0, "peer": 200.0}
+    session = a_session(tmp_path, 500)
+    assert session_py.fastest(rates, session_py.PRETRAIN_MODES, session) is None  # no tests
+    session.phase("tests", status="failed (exit 1)")
+    assert session_py.fastest(rates, session_py.PRETRAIN_MODES, session) is None
+    session.phase("tests", status="finished")
+    assert session_py.fastest(rates, session_py.PRETRAIN_MODES, session) == "reduce-overhead"
+    slower_graphs = rates | {"ours_cuda_graphs": 10.0}  # the peer is not one of ours
+    assert session_py.fastest(slower_graphs, session_py.PRETRAIN_MODES, session) is True
+    fine = {"dynamic": 900.0, "compiled": 800.0, "cuda_graphs": 700.0}
+    assert session_py.fastest(fine, session_py.FINETUNE_MODES, session) is False
+
+
+def test_a_later_command_on_the_machine_applies_what_was_measured(tmp_path):
+    first = a_session(tmp_path, 500)
+    session_py.remember(first, "pretrain.compile", "reduce-overhead")
+    session_py.remember(first, "finetune.recipe.compile", False)
+    session_py.remember(first, "ignored", None)
+    assert json.loads((tmp_path / "session.json").read_text())["measured"] == {
+        "pretrain.compile": "reduce-overhead",
+        "finetune.recipe.compile": False,
+    }
+    later = a_session(tmp_path, 500, compile="measured")
+    assert session_py.study_settings(later) == [
+        "finetune.recipe.compile=false",
+        'pretrain.compile="reduce-overhead"',
+    ]
+    assert session_py.study_settings(a_session(tmp_path, 500)) == []  # --compile spec
+    elsewhere = a_session(tmp_path / "fresh", 500, compile="measured", work=str(tmp_path / "w"))
+    assert session_py.study_settings(elsewhere) == []  # nothing measured on this machine
+
+
+def test_reused_records_land_beside_the_study_folder(tmp_path):
+    earlier = tmp_path / "carried" / "gpu_session-3e15" / "finetune"
+    earlier.mkdir(parents=True)
+    (earlier / "0a29ce069561.json").write_text('{"status": "done"}')
+    work = tmp_path / "work"
+    session = a_session(tmp_path, 500, work=str(work), reuse=[str(tmp_path / "carried")])
+    assert session_py.reuse_records(session) == ["gpu_session-3e15"]
+    copied = work / "reused-gpu_session-3e15" / "finetune" / "0a29ce069561.json"
+    assert json.loads(copied.read_text()) == {"status": "done"}
