@@ -21,6 +21,7 @@ import argparse
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -61,7 +62,10 @@ def measure(
     preset_name: str,
     device: str = "cpu",
     modes: tuple[str, ...] = ("dynamic", "max_len"),
+    on_mode: Callable[[dict], None] | None = None,
 ) -> dict:
+    """Every mode's examples/s on ``tasks``; ``on_mode`` gets the report so far after each
+    mode (the bench's ``--json-out`` is rewritten then)."""
     splits = {name: load_glue_task(str(glue), name) for name in tasks}
     text = [
         line
@@ -82,28 +86,46 @@ def measure(
         }
 
     recipes = {mode: FinetuneRecipe(epochs=1, task_epochs={}, **MODES[mode]) for mode in modes}
-    compile_seconds = {}
-    for mode, recipe in recipes.items():  # one-off costs: imports, allocator, the compilations
-        seconds = 0.0
-        for data in encoded.values():  # every task: padded and full batches, each length's kind
-            short = {column: values[:64] for column, values in data.train.items()}
+    per_task = {
+        name: {"examples": len(train), "mean_length": float(train.lengths.mean())}
+        for name, train in ((n, as_examples(d.train).capped(cap)) for n, d in encoded.items())
+    }
+    compile_seconds: dict[str, float] = {}
+    done: list[str] = []
+    report: dict = {}
+    for mode, recipe in recipes.items():  # one mode whole, then the next: a bench stopped at
+        seconds = 0.0  # its limit still has the modes it finished (``on_mode``)
+        for data in encoded.values():  # one-off costs first: imports, allocator, compilations,
+            short = {column: values[:64] for column, values in data.train.items()}  # each
             seconds += finetune_task(kept, data.task, short, short, recipe, 0, device)[
                 "wall_seconds"
-            ]
+            ]  # task's padded and full batches, each length's kind
         if recipe.compile:
             compile_seconds[mode] = seconds
-
-    per_task = {}
-    for name, data in encoded.items():
-        dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
-        train = as_examples(data.train).capped(cap)
-        row = {"examples": len(train), "mean_length": float(train.lengths.mean())}
-        for mode, recipe in recipes.items():
+        for name, data in encoded.items():
+            dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
+            train = as_examples(data.train).capped(cap)
             result = finetune_task(kept, data.task, train, dev, recipe, 0, device)
-            row[f"{mode}_seconds"] = result["train_seconds"]
-            row[f"{mode}_examples_per_s"] = result["train_examples"] / result["train_seconds"]
-        per_task[name] = row
+            per_task[name][f"{mode}_seconds"] = result["train_seconds"]
+            per_task[name][f"{mode}_examples_per_s"] = (
+                result["train_examples"] / result["train_seconds"]
+            )
+        done.append(mode)
+        report = summarize(per_task, done, compile_seconds, preset_name, device, cap)
+        if on_mode is not None:
+            on_mode(report)
+    return report
 
+
+def summarize(
+    per_task: dict[str, dict],
+    modes: list[str],
+    compile_seconds: dict[str, float],
+    preset_name: str,
+    device: str,
+    cap: int,
+) -> dict:
+    """The report of the modes timed so far: examples/s per task and over all tasks."""
     examples = sum(row["examples"] for row in per_task.values())
     rates = {
         mode: examples / sum(row[f"{mode}_seconds"] for row in per_task.values()) for mode in modes
@@ -115,7 +137,7 @@ def measure(
         "cap": cap,
         "modes": list(modes),
         "tasks": per_task,
-        "compile_seconds": compile_seconds,
+        "compile_seconds": dict(compile_seconds),
         **{f"{mode}_examples_per_s": rate for mode, rate in rates.items()},
     }
     if "dynamic" in rates:
@@ -166,9 +188,15 @@ def main() -> None:
         parser.error(f"--device {args.device}: CUDA is not available")
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = measure(args.glue, args.tasks.split(","), args.cap, args.preset, args.device, modes)
-    if args.json_out:
-        args.json_out.write_text(json.dumps(report, indent=2))
+
+    def write(report: dict) -> None:  # whole, then renamed: a bench stopped mid-write keeps
+        if args.json_out:  # the previous mode's report
+            tmp = args.json_out.with_name(args.json_out.name + ".tmp")
+            tmp.write_text(json.dumps(report, indent=2))
+            os.replace(tmp, args.json_out)
+
+    tasks = args.tasks.split(",")
+    report = measure(args.glue, tasks, args.cap, args.preset, args.device, modes, on_mode=write)
     if args.json:
         print(json.dumps(report, indent=2))
     else:

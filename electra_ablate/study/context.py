@@ -58,7 +58,10 @@ def resolve_device(requested: str) -> torch.device:
 
 def refuse_cuda_graphs_off_cuda(spec: StudySpec, device: torch.device) -> None:
     """``pretrain.compile: reduce-overhead`` captures CUDA graphs: on another device it would
-    fail (or silently do something else) mid-run, so the study is refused before any work."""
+    fail (or silently do something else) mid-run, so a study that trains here is refused before
+    any work. Called where training starts (``runner.run_study``, a launched job, the dry run's
+    timing), never where a study is only opened: merging, reporting or checking a GPU node's
+    results needs no GPU."""
     for variant, variant_spec in spec.variant_specs():
         if variant_spec.pretrain.compile == CUDA_GRAPHS and device.type != "cuda":
             where = f" (variant {variant})" if variant else ""
@@ -102,7 +105,6 @@ class Study:
         requested = resolve_device(device or spec.device)
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
-        refuse_cuda_graphs_off_cuda(spec, self.device)
         self._data: dict[str, VariantData] = {}
 
     # ------------------------------------------------------------------- planning

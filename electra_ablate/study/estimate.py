@@ -40,7 +40,7 @@ from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import progress_mode, status_line
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
-from electra_ablate.study.context import Study
+from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.units import RunUnit, Unit
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
@@ -117,6 +117,7 @@ def estimate_plan(
     """What ``ablate run --dry-run`` shows: the study prepared (its data and units) and its plan
     timed on this machine (``estimate_study``), each step said on stderr as it starts."""
     study = Study(spec, spec_path, out_dir, device, overrides)
+    refuse_cuda_graphs_off_cuda(spec, study.device)  # the dry run times the real step
     mode = progress_mode(progress)
     with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
         units = study.prepare(progress=mode == "live")

@@ -36,7 +36,7 @@ from typing import Any
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.progress import ProgressMode
 from electra_ablate.infra.threads import torch_threads
-from electra_ablate.study.context import Study
+from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.execute import finetune, run_unit
 from electra_ablate.study.records import warnings_to
 from electra_ablate.study.spec import LauncherSpec, StudySpec
@@ -101,6 +101,7 @@ class StudySetup:
         study = Study(
             self.spec, self.spec_path, self.out_dir, self.device, self.overrides, self.reuse
         )
+        refuse_cuda_graphs_off_cuda(self.spec, study.device)
         units = study.prepare()
         if index >= len(units) or units[index].run_id != run_id:
             raise RuntimeError(f"the study no longer plans unit {run_id} (was the spec edited?)")

@@ -27,7 +27,7 @@ from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.progress import ProgressMode, progress_mode
 from electra_ablate.infra.threads import torch_threads
-from electra_ablate.study.context import Study
+from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
 from electra_ablate.study.integrity import check_study
@@ -79,6 +79,8 @@ def run_study(
             units = study.prepare(progress=mode == "live")
             check_study_data(study, record=False)
             return collect_finished(study, units, started, log)
+        if launcher is None:  # a launched job checks its own device (launch.StudySetup)
+            refuse_cuda_graphs_off_cuda(spec, study.device)
         locks = hold_study(study, wait, shard)
         try:
             if launcher is not None:

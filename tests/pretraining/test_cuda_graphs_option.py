@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+import yaml
 from ablate_cli import SMOKE, ablate, needs_ablate
 
+from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, use_compile
-from electra_ablate.study.spec import PretrainSpec
+from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
+from electra_ablate.study.spec import PretrainSpec, parse_spec
 
 
 def test_reduce_overhead_is_a_compile_mode_auto_never_picks():
@@ -49,3 +52,16 @@ def test_cuda_graphs_are_refused_off_cuda_before_any_work(tmp_path, device):
         "but this study runs on cpu"
     ]
     assert not (tmp_path / "o").exists()
+
+
+def test_a_study_run_with_cuda_graphs_opens_on_the_cpu_to_be_merged_or_read(tmp_path):
+    """Only training needs CUDA: a pack from a GPU node whose study ran with
+    ``--set pretrain.compile=reduce-overhead`` is merged, reported and checked on a CPU machine
+    (found merging the first such pack, 2026-11-26), while a run on the CPU is still refused."""
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw.setdefault("pretrain", {})["compile"] = CUDA_GRAPHS
+    spec = parse_spec(raw)
+    study = Study(spec, SMOKE, tmp_path / "study", "cpu")
+    assert study.device.type == "cpu"
+    with pytest.raises(InputError, match="captures CUDA graphs"):
+        refuse_cuda_graphs_off_cuda(spec, study.device)
