@@ -64,10 +64,11 @@ class PretrainSpec(BaseModel):
     )
     compile: bool | Literal["auto", "reduce-overhead"] = Field(
         "auto",
-        description="torch.compile the training forward: auto (on CUDA only), true or false; "
-        "random draws stay eager-mode, so only rounding changes. reduce-overhead also replays "
-        "the step as CUDA graphs (CUDA only; not yet measured on a GPU, so never chosen by "
-        "auto). Not part of a run's identity",
+        description="torch.compile the training forward: auto, true or false; random draws "
+        "stay eager-mode, so only rounding changes. reduce-overhead also replays the step as "
+        "CUDA graphs (CUDA only; 80 ELECTRA-Small steps/s on an H200 against 21 compiled). "
+        "auto: CUDA graphs on one CUDA process, compiled under DDP, eager on the CPU; each run "
+        "records the mode it ran (done.json compile_mode). Not part of a run's identity",
     )
     precision: Precision = Field(
         "auto",

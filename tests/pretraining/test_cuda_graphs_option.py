@@ -1,5 +1,6 @@
 """``pretrain.compile: reduce-overhead`` (CUDA graphs, issue 36): a spec value like any other,
-refused in one line before any work when the study would run off CUDA."""
+what ``auto`` runs as on a single CUDA process since it was measured on a GPU, refused in one
+line before any work when the study would run off CUDA."""
 
 from __future__ import annotations
 
@@ -9,15 +10,22 @@ import yaml
 from ablate_cli import SMOKE, ablate, needs_ablate
 
 from electra_ablate.infra.errors import InputError
-from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, use_compile
+from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compile_mode, use_compile
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.spec import PretrainSpec, parse_spec
 
 
-def test_reduce_overhead_is_a_compile_mode_auto_never_picks():
+def test_auto_replays_cuda_graphs_on_one_cuda_process_only():
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
     assert PretrainSpec(compile=CUDA_GRAPHS).compile == CUDA_GRAPHS
-    assert use_compile(CUDA_GRAPHS, torch.device("cuda"))
-    assert PretrainSpec().compile == "auto"  # off until measured on a GPU
+    assert use_compile(CUDA_GRAPHS, cuda)
+    assert PretrainSpec().compile == "auto"
+    assert compile_mode("auto", cuda) == CUDA_GRAPHS  # 80 steps/s against 21 compiled (H200)
+    assert compile_mode("auto", cuda, distributed=True) is True  # graphs around DDP: unmeasured
+    assert compile_mode("auto", cpu) is False
+    for explicit in (True, False, CUDA_GRAPHS):  # an explicit value is what runs
+        assert compile_mode(explicit, cuda) == explicit
+        assert compile_mode(explicit, cuda, distributed=True) == explicit
 
 
 @pytest.mark.slow

@@ -31,7 +31,7 @@ from electra_ablate.infra.errors import DataError, TrainingDiverged
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressLine, ProgressMode, progress_mode
 from electra_ablate.pretraining.config import PretrainSpec
-from electra_ablate.pretraining.engine.compiling import compiled, use_compile
+from electra_ablate.pretraining.engine.compiling import compile_mode, compiled
 from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.metrics_log import MetricsLog
 from electra_ablate.pretraining.engine.optim import learning_rate, make_optimizer
@@ -153,6 +153,11 @@ class Trainer:
         self.model: torch.nn.Module = self.objective  # DDP-wrapped under torchrun
         self.forward: Any = self.model  # the model, compiled when pretrain.compile says so
         self.compile_error = ""  # why compiling failed, if it did: the run went on eager
+        # eager (False), compiled (True) or replayed as CUDA graphs, as pretrain.compile and
+        # the device and process count decide (``compiling.compile_mode``)
+        self.compile_mode = compile_mode(
+            self.spec.compile, self.device, distributed=self.dist.world_size > 1
+        )
         self.optimizer: torch.optim.AdamW | None = None
         # per stage (as a str: JSON keys); a device tensor until the next log row reads it
         self.stage_start_loss: dict[str, float | torch.Tensor] = {}
@@ -204,7 +209,8 @@ class Trainer:
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
             "precision": self.precision,  # like the device, not part of the run's identity
-            "compiled": use_compile(self.spec.compile, self.device) and not self.compile_error,
+            "compiled": bool(self.compile_mode) and not self.compile_error,
+            "compile_mode": self.compile_mode if not self.compile_error else False,
             **({"compile_error": self.compile_error} if self.compile_error else {}),
         }
 
@@ -432,8 +438,8 @@ class Trainer:
         self.optimizer = make_optimizer(self.objective, self.spec)
         self.model = self.dist.wrap(self.objective, self.device)
         self.forward = (
-            compiled(self.model, self.spec.compile)
-            if use_compile(self.spec.compile, self.device) and not self.compile_error
+            compiled(self.model, self.compile_mode)
+            if self.compile_mode and not self.compile_error
             else self.model
         )
 
