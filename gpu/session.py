@@ -314,7 +314,9 @@ PROFILE_KEYS = ("host_ms", "device_busy_ms", "busy_share_of_timed", "kernels", "
 
 
 def finetune(session: Session) -> None:
-    """The fine-tuning step's throughput per compile mode (issue: evaluation at GPU speed)."""
+    """The fine-tuning step's throughput per compile mode: the evaluation's speed on the card.
+    The bench writes each mode's report as soon as the mode is timed, so a phase stopped at its
+    limit still records (and chooses among) the modes it finished."""
     out = session.out / "finetune.json"
     modes = [m for m in FINETUNE_MODES if m != "cuda_graphs" or session.args.device == "cuda"]
     glue = Path(session.args.work) / "data" / "glue"
@@ -322,17 +324,20 @@ def finetune(session: Session) -> None:
                "--device", session.args.device, "--glue", str(glue),
                "--modes", ",".join(modes), *session.args.finetune_args.split(),
                "--json-out", str(out)]  # fmt: skip
-    if bounded_phase(session, "finetune", command, cwd=Path(session.args.work)):
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            result = json.loads(out.read_text())
-            rates = {m: result[f"{m}_examples_per_s"] for m in modes}
-            session.phase(
-                "finetune",
-                examples_per_s=rates,
-                ratio=result.get("ratio"),
-                compile_seconds=result.get("compile_seconds"),
-            )
-            remember(session, "finetune.recipe.compile", fastest(rates, FINETUNE_MODES, session))
+    finished = bounded_phase(session, "finetune", command, cwd=Path(session.args.work))
+    if not out.exists():
+        return
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        result = json.loads(out.read_text())
+        rates = {m: result[f"{m}_examples_per_s"] for m in result["modes"]}
+        session.phase(
+            "finetune",
+            examples_per_s=rates,
+            ratio=result.get("ratio"),
+            compile_seconds=result.get("compile_seconds"),
+            **({} if finished else {"measured_modes": result["modes"]}),
+        )
+        remember(session, "finetune.recipe.compile", fastest(rates, FINETUNE_MODES, session))
 
 
 def fastest(rates: dict[str, float], modes: dict[str, Any], session: Session) -> Any:
@@ -491,7 +496,8 @@ def finished_work(session: Session) -> dict[str, Any]:
                 "wall_s": round(wall, 1),
                 "steps_per_s": round(record["steps"] / wall, 2) if wall else None,
                 "flops_paper": record.get("flops_paper"),
-                "compiled": record.get("compiled"), "compile_error": record.get("compile_error"),
+                "compiled": record.get("compiled"), "compile_mode": record.get("compile_mode"),
+                "compile_error": record.get("compile_error"),
             })  # fmt: skip
     jobs = {"done": 0, "failed": 0}
     rates: dict[str, list[float]] = {"finetune_examples_per_s": [], "probe_s": []}

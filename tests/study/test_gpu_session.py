@@ -171,3 +171,33 @@ def test_reused_records_land_beside_the_study_folder(tmp_path):
     assert session_py.reuse_records(session) == ["gpu_session-3e15"]
     copied = work / "reused-gpu_session-3e15" / "finetune" / "0a29ce069561.json"
     assert json.loads(copied.read_text()) == {"status": "done"}
+
+
+def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
+    tmp_path, monkeypatch
+):
+    """The bench writes each mode's report as it finishes one; the phase, stopped at its cap,
+    records those modes and chooses among them (the second H200 stretch lost all of them)."""
+    bench = tmp_path / "kit" / "bench"
+    bench.mkdir(parents=True)
+    (bench / "finetune_throughput.py").write_text(
+        "import json, sys, time\n"
+        "out = sys.argv[sys.argv.index('--json-out') + 1]\n"
+        "json.dump({'modes': ['dynamic'], 'dynamic_examples_per_s': 900.0,\n"
+        "           'ratio': {'dynamic': 1.0}, 'compile_seconds': {}}, open(out, 'w'))\n"
+        "time.sleep(30)  # compiling the next mode, past the phase's cap\n"
+    )
+    monkeypatch.setitem(session_py.CAPS, "finetune", 2.0)
+    monkeypatch.setattr(session_py, "MIN_PHASE_S", 0.5)
+    session = a_session(
+        tmp_path, 500, phases=["tests", "finetune"], kit=str(tmp_path / "kit"),
+        device="cpu", finetune_args="",
+    )  # fmt: skip
+    session.phase("tests", status="finished")
+    session_py.finetune(session)
+    phase = json.loads((tmp_path / "session.json").read_text())["phases"]["finetune"]
+    assert phase["status"] == "stopped" and phase["examples_per_s"] == {"dynamic": 900.0}
+    assert phase["measured_modes"] == ["dynamic"]
+    assert json.loads((tmp_path / "measured.json").read_text()) == {
+        "finetune.recipe.compile": False
+    }
