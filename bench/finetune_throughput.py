@@ -86,26 +86,29 @@ def measure(
         }
 
     recipes = {mode: FinetuneRecipe(epochs=1, task_epochs={}, **MODES[mode]) for mode in modes}
+    trains = {name: as_examples(data.train).capped(cap) for name, data in encoded.items()}
     per_task = {
         name: {"examples": len(train), "mean_length": float(train.lengths.mean())}
-        for name, train in ((n, as_examples(d.train).capped(cap)) for n, d in encoded.items())
+        for name, train in trains.items()
     }
     compile_seconds: dict[str, float] = {}
     done: list[str] = []
     report: dict = {}
-    for mode, recipe in recipes.items():  # one mode whole, then the next: a bench stopped at
-        seconds = 0.0  # its limit still has the modes it finished (``on_mode``)
-        for data in encoded.values():  # one-off costs first: imports, allocator, compilations,
-            short = {column: values[:64] for column, values in data.train.items()}  # each
+    # One mode whole, then the next, so a bench stopped at its limit still has the modes it
+    # finished (``on_mode``). Each mode first pays its one-off costs (imports, allocator,
+    # compilations) on every task: padded and full batches, each length's kind.
+    for mode, recipe in recipes.items():
+        seconds = 0.0
+        for data in encoded.values():
+            short = {column: values[:64] for column, values in data.train.items()}
             seconds += finetune_task(kept, data.task, short, short, recipe, 0, device)[
                 "wall_seconds"
-            ]  # task's padded and full batches, each length's kind
+            ]
         if recipe.compile:
             compile_seconds[mode] = seconds
         for name, data in encoded.items():
             dev = {column: values[:EVAL_EXAMPLES] for column, values in data.validation.items()}
-            train = as_examples(data.train).capped(cap)
-            result = finetune_task(kept, data.task, train, dev, recipe, 0, device)
+            result = finetune_task(kept, data.task, trains[name], dev, recipe, 0, device)
             per_task[name][f"{mode}_seconds"] = result["train_seconds"]
             per_task[name][f"{mode}_examples_per_s"] = (
                 result["train_examples"] / result["train_seconds"]

@@ -65,13 +65,14 @@ def summarize_trace(trace: dict[str, Any], steps: int, host_ms: float) -> dict[s
     launches = [e for e in runtime if any(s in e["name"] for s in LAUNCH_CALLS)]
     syncs = [e for e in runtime if any(s in e["name"] for s in SYNC_CALLS)]
     busy = union_ms([(e["ts"], e["ts"] + e.get("dur", 0)) for e in device])
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
     self_us: dict[str, float] = defaultdict(float)
     calls: Counter[str] = Counter()
-    for op in (e for e in events if e.get("cat") == "cpu_op"):
+    for op in ops:
         calls[op["name"]] += 1
         self_us[op["name"]] += op.get("dur", 0)
     # an op's own time: its duration less that of the ops it calls (nested on the same thread)
-    for parent, child in nested_pairs([e for e in events if e.get("cat") == "cpu_op"]):
+    for parent, child in nested_pairs(ops):
         self_us[parent["name"]] -= child.get("dur", 0)
     top = sorted(self_us.items(), key=lambda kv: -kv[1])[:TOP_OPS]
     per = 1.0 / steps

@@ -366,7 +366,9 @@ def remember(session: Session, key: str, value: Any) -> None:
     with contextlib.suppress(OSError, ValueError):
         known = json.loads(path.read_text()) if path.exists() else {}
         known[key] = value
-        path.write_text(json.dumps(known))
+        tmp = path.with_name(path.name + ".tmp")  # whole, then renamed, like session.json
+        tmp.write_text(json.dumps(known))
+        os.replace(tmp, path)
 
 
 def study_settings(session: Session) -> list[str]:
