@@ -1,5 +1,6 @@
 """``ablate compare STUDY_A STUDY_B [...] [--out DIR]``: the same objectives across studies in one
-table and one score-vs-FLOPs figure per task family, study folders or report folders alike."""
+table and one score-vs-FLOPs figure per task family, study folders or report folders alike, each
+family's aggregate over the tasks every study evaluated; a folder given twice is refused."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """One table and one score-vs-FLOPs figure (log axis) of the objectives the studies
-        share, with 95% CIs: where a crossover between budgets or backbones shows."""
+        share, with 95% CIs: where a crossover between budgets or backbones shows. Each
+        family's aggregate is over the tasks every study evaluated, as the page says."""
         from electra_ablate.infra.progress import progress_mode, status_line  # (torch)
         from electra_ablate.report.compare import write_comparison
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import typer
@@ -16,11 +18,23 @@ def register(app: typer.Typer) -> None:
         into: Path = typer.Option(
             ..., "--into", metavar="STUDY_DIR", help="the study folder to merge into (new or not)"
         ),
+        wait: bool = typer.Option(
+            False,
+            "--wait",
+            help="if another merge or `ablate run` is writing STUDY_DIR, wait for it to finish "
+            "instead of stopping (exit 2)",
+        ),
     ) -> None:
         """Combine packs and folders of one study into STUDY_DIR and rebuild its tables, so
         `ablate report STUDY_DIR` works at once. Identical units are kept once; a conflicting
         unit, a damaged pack or another study's pack is refused (exit 2) and nothing is
-        written; finished work in STUDY_DIR is never replaced. Weights never travel."""
+        written; finished work in STUDY_DIR is never replaced. Weights never travel. A merge
+        stopped part way (a full disk, Ctrl-C) is completed by the same command."""
+        from electra_ablate.infra.locks import LockHeld
         from electra_ablate.study.merge import merge_study
 
-        merge_study(sources, into, log=typer.echo)
+        command = shlex.join(["ablate", *sys.argv[1:]])
+        try:
+            merge_study(sources, into, log=typer.echo, command=command, wait=wait)
+        except LockHeld as held:  # the lock's message names no option: this command has one
+            raise LockHeld(f"{held}, or pass --wait to start when it has", held.holder) from None

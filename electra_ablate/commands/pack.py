@@ -20,9 +20,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write one .tar.gz of everything in a study folder but its weights and training
         states (tables, records, curves, study.json), checksummed, for `ablate merge`."""
+        from electra_ablate.infra.errors import WriteFailed
         from electra_ablate.study.packs import write_pack
 
-        pack = write_pack(study_dir, out, tensorboard)
+        try:
+            pack = write_pack(study_dir, out, tensorboard)
+        except WriteFailed as refused:  # the storage's message names no option: pack has one
+            raise WriteFailed(f"{refused} (or write the archive elsewhere: --out)") from refused
         left = ", ".join(
             f"{why} ({n} files, {size / 1e6:.1f} MB)"
             for why, (n, size) in sorted(pack.left.items())

@@ -151,20 +151,25 @@ def register(app: typer.Typer) -> None:
             sbatch_parameters(resources.sbatch)  # a malformed line: one line, before any job
             options = LaunchOptions(launcher.value, resources, wait=not no_wait)
 
-        run_study(  # a failed unit raises, naming it (exit 1)
-            spec,
-            spec_path,
-            out_dir,
-            device_name,
-            progress,
-            workers=workers,
-            overrides=overrides,
-            reuse=reuse,
-            collect=collect,
-            wait=wait,
-            shard=part,
-            launcher=options,
-        )
+        from electra_ablate.infra.locks import LockHeld
+
+        try:
+            run_study(  # a failed unit raises, naming it (exit 1)
+                spec,
+                spec_path,
+                out_dir,
+                device_name,
+                progress,
+                workers=workers,
+                overrides=overrides,
+                reuse=reuse,
+                collect=collect,
+                wait=wait,
+                shard=part,
+                launcher=options,
+            )
+        except LockHeld as held:  # the lock's message names no option: this command has one
+            raise LockHeld(f"{held}, or pass --wait to start when it has", held.holder) from None
 
 
 def print_plan(

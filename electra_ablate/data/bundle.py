@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,24 @@ def bundled_pretraining(
         if not folder.is_dir():
             raise DataError(f"the data bundle {root} is incomplete: {folder} is missing")
     return tokenizer, packed
+
+
+def not_in_bundle(root: Path, raw: str) -> str:
+    """Why the data at the spec path ``raw`` cannot be read on a node that relies on the bundle
+    at ``root``: the bundle does not hold it (it was made for another spec), and ``raw`` names
+    a variable that is not set here, so there is no raw data to fall back on."""
+    try:
+        study = read_bundle(root).get("study")
+    except InputError:  # checked when the bundle was chosen; said plainly if it broke since
+        study = None
+    made_for = f" (made for study {study!r})" if study else ""
+    unset = re.search(r"\$\{(\w+)\}", raw)
+    variable = unset.group(1) if unset else "the variable it names"
+    return (
+        f"the data bundle {root}{made_for} does not hold this spec's data at {raw!r}: make "
+        f"one for this spec with `ablate data prepare SPEC --bundle DIR`, or set {variable} "
+        "to read the raw data"
+    )
 
 
 def bundled_task_folder(family: str) -> Path | None:

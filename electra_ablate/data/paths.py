@@ -7,12 +7,26 @@ import json
 import os
 from pathlib import Path
 
+from electra_ablate.data.bundle import active_bundle, not_in_bundle
 from electra_ablate.infra.errors import DataError
 
 _UNSET_DATA_DIR = "${ABLATE_DATA_DIR}"
 
 
 def resolve_path(raw: str, spec_dir: Path | None) -> Path:
+    """A data path of the spec made absolute relative to the spec's folder.
+
+    With a data bundle in use (``ABLATE_CACHE``, ``--data-bundle``), a path that names an unset
+    variable is looked up only after the bundle was found not to hold its data (the bundle
+    stands in for the raw data on a node without it): then the bundle is the cause to name,
+    not the variable.
+    """
+    if "${" in raw and (bundle := active_bundle()) is not None:
+        raise DataError(not_in_bundle(bundle, raw))
+    return local_path(raw, spec_dir)
+
+
+def local_path(raw: str, spec_dir: Path | None) -> Path:
     """A spec path made absolute relative to the spec's folder.
 
     The spec loader expands ``${VAR}``; an unset variable is left as written, which would
@@ -34,8 +48,8 @@ def resolve_path(raw: str, spec_dir: Path | None) -> Path:
 
 def cache_root(cache_dir: str | None, spec_dir: Path | None) -> Path:
     """``data.cache_dir``, else ``$ABLATE_CACHE``, else ``~/.cache/electra-ablate``."""
-    if cache_dir is not None:
-        return resolve_path(cache_dir, spec_dir)
+    if cache_dir is not None:  # where the cache is, never what a bundle holds
+        return local_path(cache_dir, spec_dir)
     if os.environ.get("ABLATE_CACHE"):
         return Path(os.environ["ABLATE_CACHE"]).expanduser()
     return Path.home() / ".cache" / "electra-ablate"

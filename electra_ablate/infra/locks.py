@@ -68,21 +68,25 @@ class FolderLock:
     def acquire(self, wait: bool = False, on_wait: Callable[[Holder], None] | None = None) -> None:
         """Take the lock, or raise ``LockHeld`` naming its holder; ``wait`` blocks until it is
         free instead (``on_wait`` is told who it waits for, once)."""
-        fd = _open_lock_file(self.path)
-        try:
-            if not _try_lock(fd, self.shared):
-                holder = read_holder(self.path)
-                if not wait:
-                    message = f"{self.path} is locked by {holder.describe()}"
-                    raise LockHeld(message, holder) from None
-                if on_wait is not None:
-                    on_wait(holder)
-                fcntl.flock(fd, fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX)
-            _write_note(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
+        while True:
+            fd = _open_lock_file(self.path)
+            try:
+                if not _try_lock(fd, self.shared):
+                    holder = read_holder(self.path)
+                    if not wait:
+                        message = f"{self.path} is locked by {holder.describe()}"
+                        raise LockHeld(message, holder) from None
+                    if on_wait is not None:
+                        on_wait(holder)
+                    fcntl.flock(fd, fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX)
+                if _is_current(fd, self.path):
+                    _write_note(fd)
+                    self._fd = fd
+                    return
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(fd)  # its holder removed the file (see ``_is_current``): lock the new one
 
     def release(self) -> None:
         if self._fd is not None:
@@ -109,6 +113,18 @@ def _try_lock(fd: int, shared: bool = False, attempts: int = 10) -> bool:
             if attempt + 1 < attempts:
                 time.sleep(0.1)
     return False
+
+
+def _is_current(fd: int, path: Path) -> bool:
+    """Whether the file locked through ``fd`` is still the one at ``path``. A merge that made a
+    new study folder and was refused removes it, lock file included, while it holds the lock;
+    a process that waited on the removed file must not count it as the study's lock."""
+    try:
+        named = os.stat(path)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _open_lock_file(path: Path) -> int:
@@ -182,8 +198,10 @@ def wait_message(folder: Path) -> Callable[[Holder], None]:
 def lock_study(
     lock_file: Path, folder: Path, wait: bool = False, shared: bool = False
 ) -> FolderLock:
-    """The one place a study folder is locked for writing (``ablate run``, ``ablate clean``):
+    """The one place a study folder is locked for writing (``ablate run``, ``merge``, ``clean``):
     held until released, or ``LockHeld`` naming the holder (exit 2); ``wait`` waits instead.
+    The message names no option, as the commands that lock differ in theirs (``ablate run``
+    adds its ``--wait``).
     ``shared``: held together with other shards of the study (``study.shards``)."""
     lock = FolderLock(lock_file, shared)
     try:
@@ -191,9 +209,9 @@ def lock_study(
     except LockHeld as exc:
         holder = exc.holder
         what = f"`{holder.command}`" if holder.command else "another process"
-        raise LockHeld(
-            f"{folder} is in use by {what} ({holder.describe()}): wait for it to finish, or pass "
-            "--wait to start when it has",
+        raise LockHeld(  # no option named: each command that can wait offers its own
+            f"{folder} is in use by {what} ({holder.describe()}): wait for it to finish, then "
+            "run the same command again",
             holder,
         ) from None
     return lock

@@ -132,7 +132,7 @@ def raise_write_failure(path: Path, exc: BaseException) -> None:
     if code is not None and code not in NO_ROOM:
         return
     reason = os.strerror(code) if code is not None else "the write failed (a full disk?)"
-    raise WriteFailed(
-        f"cannot write {path}: {reason}: free space there (or write elsewhere: "
-        "--out, ABLATE_CACHE), then run the same command again; finished work is kept"
+    raise WriteFailed(  # no option named: every command writes, each has its own (or none)
+        f"cannot write {path}: {reason}: free space there, then run the same command again; "
+        "finished work is kept"
     ) from exc

@@ -7,13 +7,24 @@ are the ones its own report gives: the median per model with its 95% CI at each 
 (``results.score_intervals``). Objectives are matched by label; each keeps the colour of its
 objective (``plots.objective_colors``) and each study gets its own line style, on one log FLOPs
 axis that spans every study's budget.
+
+Like is compared with like. A folder given twice is refused (a study beside itself would show
+once, without a word). A family's aggregate is computed over the tasks every study evaluated
+(an RTE-only study's "GLUE score" beside a five-task study's is two different averages in one
+column), and the page says which; a family whose aggregated tasks the studies do not share is
+left out, saying why, and nothing left to compare is one error line. The header says what each
+study ran (tasks, caps, backbone, data, seeds), and each family names the objectives left out
+because not every study has them. Which tasks enter an aggregate, each results row says
+(``in_aggregate``, from the family's hooks): nothing here knows a family by name.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 from matplotlib.figure import Figure
@@ -25,10 +36,12 @@ from electra_ablate.analysis.results import (
     families_in_order,
     family_scores,
     final_fraction,
+    ordered_tasks,
     score_intervals,
     with_intervals,
 )
-from electra_ablate.evaluation.task import describe_family
+from electra_ablate.backbone.config import preset
+from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import safe_name
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
@@ -41,6 +54,7 @@ from electra_ablate.report.efficiency import (
     interval_marks,
     multiplier_cell,
 )
+from electra_ablate.report.header import caps_text, evaluation_blocks
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 from electra_ablate.report.plots import (
     BASELINE_COLOR,
@@ -52,6 +66,7 @@ from electra_ablate.report.plots import (
 )
 from electra_ablate.report.source import StudyTables, read_tables
 from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, seeds, with_interval
+from electra_ablate.study.packs import data_fingerprints
 
 COMPARE_FILE = "compare.md"
 COMPARE_TABLE = "compare.csv"
@@ -80,29 +95,121 @@ def scored(source: StudyTables) -> pl.DataFrame:
     return with_intervals(family_scores(source.results), score_intervals(source.results))
 
 
+def distinct_folders(folders: Sequence[Path]) -> list[Path]:
+    """``folders``, refusing one given twice however it is spelt (``a``, ``a/``, ``./a``):
+    a study beside itself would show once, under one name, without a word."""
+    seen: dict[Path, Path] = {}
+    for folder in map(Path, folders):
+        first = seen.setdefault(folder.resolve(), folder)
+        if first is not folder:
+            also = f" (also as {folder})" if str(folder) != str(first) else ""
+            raise InputError(
+                f"{first} is given twice{also}: ablate compare compares different studies"
+            )
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class FamilyTasks:
+    """The tasks of one family's aggregate in each study, and those every study shares:
+    the only ones a comparison may average, so that a column holds one kind of average."""
+
+    family: TaskFamily
+    own: dict[str, list[str]]
+    """Study name -> the tasks its own aggregate of the family averages, in registry order."""
+
+    @property
+    def shared(self) -> list[str]:
+        return ordered_tasks(set.intersection(*(set(t) for t in self.own.values())))
+
+    def not_compared(self) -> str | None:
+        """Why the family cannot be compared (a sentence without its subject), or None."""
+        missing = [n for n, tasks in self.own.items() if not tasks]
+        if missing:
+            return f"{', '.join(missing)} evaluated no task of its {self.family.aggregate}"
+        if not self.shared:
+            each = "; ".join(f"{n}: {', '.join(t)}" for n, t in self.own.items())
+            return f"the studies share none of the tasks of its {self.family.aggregate} ({each})"
+        return None
+
+    def sentence(self) -> str:
+        """Which tasks the family's column averages, and what each study's own report averages
+        besides."""
+        shared, agg = self.shared, self.family.aggregate
+        count = "the task" if len(shared) == 1 else f"the {len(shared)} tasks"
+        if all(len(t) == len(shared) for t in self.own.values()):
+            return f"{agg} over {count} every study evaluated: {', '.join(shared)}."
+        extra = [
+            f"{n} also evaluated {', '.join(x for x in t if x not in shared)} (its own report "
+            f"averages all {len(t)})"
+            for n, t in self.own.items()
+            if len(t) > len(shared)
+        ]
+        return (
+            f"{agg} over {count} all studies share: {', '.join(shared)}; "
+            f"{'; '.join(extra)}: left out here, so that every study's score averages the "
+            "same tasks."
+        )
+
+
+def aggregate_tasks(sources: Mapping[str, StudyTables]) -> list[FamilyTasks]:
+    """Each family with an aggregate that any study evaluated, in the order the studies list
+    them, with the tasks each study's aggregate averages (the results rows' ``in_aggregate``)."""
+    tables = [s.results for s in sources.values() if s.results is not None]
+    found = []
+    for family_name in families_in_order(pl.concat([t.select("family") for t in tables])):
+        family = describe_family(family_name)
+        if family.aggregate is None:
+            continue
+        own = {}
+        for n, source in sources.items():
+            assert source.results is not None
+            rows = source.results.filter((pl.col("family") == family_name) & pl.col("in_aggregate"))
+            own[n] = ordered_tasks(rows["task"].to_list())
+        found.append(FamilyTasks(family, own))
+    return found
+
+
+def restricted(source: StudyTables, shared: Mapping[str, Sequence[str]]) -> StudyTables:
+    """``source`` with only ``shared``'s tasks (family -> tasks) entering an aggregate: the
+    rows of the other tasks stay, outside every aggregate, and a family not in ``shared``
+    aggregates nothing."""
+    assert source.results is not None
+    keep = pl.lit(False)
+    for family, tasks in shared.items():
+        keep = keep | ((pl.col("family") == family) & pl.col("task").is_in(list(tasks)))
+    return replace(source, results=source.results.with_columns(pl.col("in_aggregate") & keep))
+
+
 def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Path:
     """Write ``compare.md``, ``compare.csv`` and one figure per family; return the markdown's
-    path. Bad input (a missing folder, a study without results, nothing in common) is one
-    ``InputError`` line."""
+    path. Bad input (a missing folder, one given twice, a study without results, nothing in
+    common) is one ``InputError`` line."""
     if len(folders) < 2:
         raise InputError("ablate compare needs at least two study or report folders")
-    sources = [read_tables(Path(f)) for f in folders]
-    for source in sources:
+    read = [read_tables(f) for f in distinct_folders(folders)]
+    for source in read:
         if source.results is None:
             raise InputError(f"{source.folder} has no evaluation results: nothing to compare")
-    names = study_names(sources)
+    names = study_names(read)
+    families = aggregate_tasks(dict(zip(names, read, strict=True)))
+    skipped = {f.family.title: f.not_compared() for f in families if f.not_compared()}
+    compared = [f for f in families if not f.not_compared()]
+    shared = {f.family.name: f.shared for f in compared}
+    sources = [restricted(s, shared) for s in read]
     frames = {name: scored(source) for name, source in zip(names, sources, strict=True)}
     sections, long_rows, plotted, efficiency_rows = [], [], [], []
     out_dir = Path(out_dir) if out_dir is not None else default_out(names)
 
     writable_folder(out_dir)
-    for family_name in families_in_order(pl.concat([f.select("family") for f in frames.values()])):
-        family = describe_family(family_name)
-        if family.aggregate is None:
-            continue
+    for tasks in compared:
+        family, family_name = tasks.family, tasks.family.name
         own = {n: f.filter(pl.col("family") == family_name) for n, f in frames.items()}
         common = common_labels(own)
         if not common:
+            skipped[family.title] = unscored_reason(
+                tasks, own, dict(zip(names, sources, strict=True))
+            )
             continue
         objective_of = dict(
             next(iter(own.values()))
@@ -113,10 +220,14 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
         )
         colors = objective_colors({x: objective_of[x] for x in common})
         long_rows += [
-            row.with_columns(pl.lit(n).alias("study")) for n, row in own.items() if row.height
+            row.with_columns(
+                pl.lit(n).alias("study"), pl.lit(" ".join(tasks.shared)).alias("tasks")
+            )
+            for n, row in own.items()
+            if row.height
         ]
         plotted.append(family_name)
-        sections.append(family_section(family, own, common, sources, names))
+        sections.append(family_section(tasks, own, common, sources, names))
         plot_comparison(family, own, common, colors, out_dir)
         found = {
             n: family_efficiency(shared_rows(s, family_name, common), family)
@@ -125,6 +236,12 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
         sections.append(efficiency_part(family, found, NO_INTERVAL_NOTE in sections[-1]))
         efficiency_rows.append(study_tables(found))
     if not plotted:
+        if not compared:  # no family's aggregate is over the same tasks in every study
+            raise InputError(
+                "nothing to compare: "
+                + "; ".join(f"{title}: {why}" for title, why in skipped.items())
+                + " (an aggregate is compared over the tasks every study evaluated)"
+            )
         raise InputError(
             "no common objectives: "
             + "; ".join(
@@ -135,18 +252,14 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
         )
     header = [
         f"# Comparison: {', '.join(f'`{n}`' for n in names)}",
-        table(
-            ["Study", "Source", "Pre-training FLOPs (paper) at the final checkpoint", "Seeds"],
-            [
-                [n, f"`{s.folder}`", final_flops(s), seed_text(s)]
-                for n, s in zip(names, sources, strict=True)
-            ],
-        ),
-        "Scores: the median per model of each study's own aggregate, with its 95% CI "
-        "(hierarchical bootstrap over pre-training, then fine-tuning seeds; with one "
-        "pre-training seed it covers fine-tuning noise only). Objectives are matched by label. "
-        "Studies with different data, backbones or recipes are different experiments: read "
-        "each study's report for what it ran.",
+        table(["", *names], study_rows(read, names)),
+        "Scores: the median per model of each family's aggregate over the tasks every study "
+        "evaluated (a study's own report may average more), with its 95% CI (hierarchical "
+        "bootstrap over pre-training, then fine-tuning seeds; with one pre-training seed it "
+        "covers fine-tuning noise only). Objectives are matched by label. Studies with "
+        "different data, backbones or recipes are different experiments: read each study's "
+        "report for what it ran.",
+        *[f"{title}: not compared, {why}." for title, why in skipped.items()],
     ]
     atomic_write_text(out_dir / COMPARE_FILE, "\n\n".join(header + sections) + "\n")
     write_long_table(pl.concat(long_rows, how="diagonal_relaxed"), out_dir / COMPARE_TABLE)
@@ -155,6 +268,154 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
         with atomic_file(out_dir / name) as tmp:
             frame.write_csv(tmp, float_precision=4)
     return out_dir / COMPARE_FILE
+
+
+def pretrained_rows(
+    tasks: FamilyTasks, sources: Mapping[str, StudyTables]
+) -> dict[str, pl.DataFrame]:
+    """Each study's rows of the family's shared aggregated tasks, pre-trained labels only."""
+    rows = {}
+    for n, source in sources.items():
+        assert source.results is not None
+        rows[n] = source.results.filter(
+            (pl.col("family") == tasks.family.name)
+            & pl.col("in_aggregate")
+            & (pl.col("objective") != BASELINE_OBJECTIVE)
+            & (pl.col("checkpoint_fraction") > 0)
+        )
+    return rows
+
+
+def gaps(
+    tasks: FamilyTasks, own: Mapping[str, pl.DataFrame], rows: Mapping[str, pl.DataFrame]
+) -> dict[str, list[str]]:
+    """Label -> where it has no score though every study evaluated it: a score needs every
+    shared task (a run that stopped, a fine-tune that failed leaves one out)."""
+    everywhere = set.intersection(*(set(r["label"].to_list()) for r in rows.values()))
+    found: dict[str, list[str]] = {}
+    for n, r in rows.items():
+        for label in r["label"].unique(maintain_order=True).to_list():
+            if label not in everywhere or label in pretrained_labels(own[n]):
+                continue
+            done = r.filter(pl.col("label") == label).group_by("checkpoint_fraction").agg("task")
+            most = max((set(t) for t in done["task"].to_list()), key=len)
+            missing = [t for t in tasks.shared if t not in most]
+            found.setdefault(label, []).append(
+                f"lacks {', '.join(missing)} in {n}"
+                if missing
+                else f"has no model with every task in {n}"
+            )
+    return found
+
+
+def unscored_reason(
+    tasks: FamilyTasks, own: Mapping[str, pl.DataFrame], sources: Mapping[str, StudyTables]
+) -> str:
+    """Why no objective of a family has a score in every study: none is in every study, or
+    those that are lack a shared task somewhere, named study by study."""
+    rows = pretrained_rows(tasks, sources)
+    found = gaps(tasks, own, rows)
+    if not found:
+        return "no objective is in every study"
+    return (
+        f"no objective has a {tasks.family.aggregate} in every study (over "
+        f"{', '.join(tasks.shared)}; "
+        + "; ".join(f"{label} {gap}" for label, where in found.items() for gap in where)
+        + ")"
+    )
+
+
+def left_out_text(
+    tasks: FamilyTasks,
+    own: Mapping[str, pl.DataFrame],
+    common: Sequence[str],
+    sources: Mapping[str, StudyTables],
+) -> str:
+    """The pre-trained labels left out of a family's table and figure, and why (only in some
+    studies, or without a score in some), so that their absence is not read as a result."""
+    rows = pretrained_rows(tasks, sources)
+    found = gaps(tasks, own, rows)
+    having: dict[str, list[str]] = {}
+    for n, r in rows.items():
+        for label in r["label"].unique(maintain_order=True).to_list():
+            if label not in common:
+                having.setdefault(label, []).append(n)
+    if not having:
+        return ""
+    return (
+        "Left out, without a score in every study: "
+        + "; ".join(
+            f"{label} ({'; '.join(found[label]) if label in found else 'only in ' + ', '.join(ns)})"
+            for label, ns in having.items()
+        )
+        + "."
+    )
+
+
+def study_rows(sources: Sequence[StudyTables], names: Sequence[str]) -> list[list[str]]:
+    """What each study ran, one column per study: where it was read from, its budget, its
+    tasks, caps, backbone, data and seeds, so that a reader sees which differences are the
+    experiment and which are not."""
+    rows: list[tuple[str, Any]] = [
+        ("Source", lambda s: f"`{s.folder}`"),
+        ("Pre-training FLOPs (paper) at the final checkpoint", final_flops),
+        ("Tasks", tasks_text),
+        ("Training examples per task", lambda s: caps_text(evaluation_blocks(s.study), s.results)),
+        ("Backbone", lambda s: backbone_text(s.study)),
+        ("Data fingerprint", lambda s: ", ".join(f"`{f}`" for f in data_fingerprints(s.study))),
+        ("Pre-training seeds", lambda s: seed_list(s, "pretrain_seed")),
+        ("Fine-tuning seeds", lambda s: seed_list(s, "finetune_seed")),
+    ]
+    return [[title, *(cell(s) or NO_VALUE for s in sources)] for title, cell in rows]
+
+
+def tasks_text(source: StudyTables) -> str:
+    """The study's tasks family by family, naming those outside the family's aggregate."""
+    assert source.results is not None
+    parts = []
+    for family_name in families_in_order(source.results):
+        rows = source.results.filter(pl.col("family") == family_name)
+        family = describe_family(family_name)
+        every = ordered_tasks(rows["task"].to_list())
+        inside = set(rows.filter(pl.col("in_aggregate"))["task"].to_list())
+        outside = [t for t in every if t not in inside]
+        note = (
+            f" ({', '.join(outside)} outside its {family.aggregate})"
+            if outside and family.aggregate
+            else ""
+        )
+        parts.append(f"{family.title}: {', '.join(every)}{note}")
+    return "; ".join(parts)
+
+
+def backbone_text(study: Mapping[str, Any]) -> str:
+    """The backbone's preset and its size: the resolved one ``study.json`` records, else the
+    preset's with the spec's overrides."""
+    given = (study.get("spec") or {}).get("backbone") or study.get("backbone") or {}
+    name = given.get("preset")
+    size = study.get("backbone") or {}
+    if "hidden_size" not in size:
+        try:
+            size = preset(name or "tiny").with_overrides(**(given.get("overrides") or {}))
+            size = size.model_dump()
+        except Exception:  # an unknown preset in an old study.json: say nothing rather than guess
+            size = {}
+    shape = (
+        f"hidden {size['hidden_size']}, {size['num_layers']} layers, {size['num_heads']} heads"
+        if {"hidden_size", "num_layers", "num_heads"} <= set(size)
+        else ""
+    )
+    if name and shape:
+        return f"{name} ({shape})"
+    return name or shape
+
+
+def seed_list(source: StudyTables, column: str) -> str:
+    """The seeds of the study's pre-trained models (the no-pre-training baseline has none of
+    its own)."""
+    assert source.results is not None
+    pretrained = source.results.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    return ", ".join(map(str, sorted(set(pretrained[column].to_list()))))
 
 
 def shared_rows(source: StudyTables, family: str, common: Sequence[str]) -> pl.DataFrame:
@@ -234,23 +495,18 @@ def final_flops(source: StudyTables) -> str:
     return low if low == high else f"{low}–{high}"
 
 
-def seed_text(source: StudyTables) -> str:
-    assert source.results is not None
-    pretrained = source.results.filter(pl.col("objective") != BASELINE_OBJECTIVE)
-    return (
-        f"{pretrained['pretrain_seed'].n_unique()} pre-training × "
-        f"{pretrained['finetune_seed'].n_unique()} fine-tuning"
-    )
-
-
 def family_section(
-    family,
+    tasks: FamilyTasks,
     own: dict[str, pl.DataFrame],
     common: list[str],
     sources: Sequence[StudyTables],
     names: Sequence[str],
 ) -> str:
-    """One row per objective, one column pair per study: its final score with CI, and FLOPs."""
+    """One row per objective, one column pair per study: its final score with CI, and FLOPs;
+    which tasks the scores average, and the objectives left out because not every study has
+    them."""
+    family = tasks.family
+    left_out = left_out_text(tasks, own, common, dict(zip(names, sources, strict=True)))
     finals = {
         n: final_fraction(s.results)
         for n, s in zip(names, sources, strict=True)
@@ -292,9 +548,11 @@ def family_section(
     return "\n\n".join(
         [
             f"## {family.title}",
+            tasks.sentence(),
             f"Median {family.aggregate} per model at each study's final checkpoint"
             + ("." if marks else "; one model each, so no interval."),
             table(head, rows),
+            *([left_out] if left_out else []),
             *([NO_INTERVAL_NOTE] if marks and not all(some) else []),
             figure(f"{family.aggregate} vs pre-training FLOPs, every study", compare_stem(family)),
             "Colour: the objective; line style and marker: the study; band: 95% CI.",
@@ -370,6 +628,7 @@ def write_long_table(frame: pl.DataFrame, path: Path) -> None:
         c
         for c in (
             "family",
+            "tasks",
             "study",
             "objective",
             "label",

@@ -3,7 +3,7 @@ the paper, read from ``study.json`` (the resolved spec, and each variant's)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,6 +179,95 @@ def caps_text(blocks: list[Mapping[str, Any]], results: pl.DataFrame) -> str:
     return "; ".join(parts)
 
 
+NOT_RECORDED = "not recorded"
+RUN_KEYS = ("command", "machine", "started", "finished", "wall_s", "git_commit")
+"""What ``study.json`` records of the command that wrote it; a merged study's ``merged_from``
+entries record the same of each source (entries written before issue 52 only ``finished``)."""
+
+
+def merged_rows(study: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A merged study's provenance: every source with its own command, machine, date and
+    wall time, and the merge command(s). ``ablate merge`` writes the top level of
+    ``study.json`` from the first study it reads (the folder merged into, else the first
+    source), so presenting it as the study's would credit one part with the whole."""
+    entries = [dict(entry) for entry in study["merged_from"]]
+    top = {key: study.get(key) for key in RUN_KEYS}
+    count = f"{len(entries)} sources, each" if len(entries) > 1 else "1 source,"
+    rows = [
+        (
+            "Merged from",
+            f"{count} below with its own command, machine, date and wall time (as its "
+            "study.json recorded them: the last command that wrote it), not the study's",
+        )
+    ]
+    if is_first_source(top, entries[0]):
+        entries[0] = {**top, **{k: v for k, v in entries[0].items() if v is not None}}
+    elif any(top.values()):
+        rows.append(("Own run (before merging)", run_text(top)))
+    for number, entry in enumerate(entries, 1):
+        rows.append((f"Source {number}", f"{origin_text(entry)}: {run_text(entry)}"))
+    rows.append(merges_row(entries))
+    return rows
+
+
+def is_first_source(top: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Whether the top level of ``study.json`` is ``entry``'s own record: the same finish
+    time, and the same of whatever else the entry kept (an older entry kept only that)."""
+    if not top.get("finished") or top["finished"] != entry.get("finished"):
+        return False
+    return all(entry.get(key) in (None, top[key]) for key in RUN_KEYS)
+
+
+def origin_text(entry: Mapping[str, Any]) -> str:
+    """Where a source came from: a pack (and where it was packed) or a study folder."""
+    source = entry.get("source") or entry.get("folder") or NOT_RECORDED
+    if "packed_on" in entry or "packed_from" in entry:
+        where = [
+            f"on `{entry['packed_on']}`" if entry.get("packed_on") else "",
+            f"from `{entry['packed_from']}`" if entry.get("packed_from") else "",
+        ]
+        packed = " ".join(w for w in where if w)
+        return f"pack `{source}`" + (f", packed {packed}" if packed else "")
+    return f"folder `{entry.get('folder') or source}`"
+
+
+def run_text(record: Mapping[str, Any]) -> str:
+    """A study.json record's command, machine, commit, date and wall time, each said to be
+    missing where it is (an older record, or a value never known)."""
+
+    def given(key: str, show: Callable[[Any], str] = str) -> str:
+        value = record.get(key)
+        return show(value) if value not in (None, "") else NOT_RECORDED
+
+    def code(value: Any) -> str:
+        return f"`{value}`"
+
+    return "; ".join(
+        [
+            f"command {given('command', code)}",
+            f"machine {given('machine')}",
+            f"git commit {given('git_commit', code)}",
+            f"date {given('started')} → {given('finished')}",
+            f"wall time {given('wall_s', duration)}",
+        ]
+    )
+
+
+def merges_row(entries: list[Mapping[str, Any]]) -> tuple[str, str]:
+    """The ``ablate merge`` command(s) that brought the sources, each with when it ran and
+    which sources it brought; entries written before merges recorded it say so."""
+    merges: dict[tuple[Any, Any], list[int]] = {}
+    for number, entry in enumerate(entries, 1):
+        merges.setdefault((entry.get("merge_command"), entry.get("merged_at")), []).append(number)
+    parts = []
+    for (command, at), numbers in merges.items():
+        text = f"`{command}`" + (f" at {at}" if at else "") if command else NOT_RECORDED
+        if len(entries) > 1:
+            text += f" (source{'s' if len(numbers) > 1 else ''} {', '.join(map(str, numbers))})"
+        parts.append(text)
+    return ("Merge command" if len(parts) == 1 else "Merge commands", "; ".join(parts))
+
+
 def header(
     study: Mapping[str, Any],
     run_dir: Path,
@@ -188,14 +277,25 @@ def header(
 ) -> str:
     """The provenance table; ``tables`` says which tidy tables sit beside the report."""
     pretrain = {k: v for k, v in (study.get("pretrain") or {}).items() if k not in REPORTING_FIELDS}
-    rows = [
-        ("Command", f"`{study['command']}`" if study.get("command") else NO_VALUE),
+    spec_rows = [
         ("Spec", f"`{study['spec_path']}`" if study.get("spec_path") else NO_VALUE),
         ("Overrides (--set)", inline(study.get("overrides")) if study.get("overrides") else "none"),
-        ("Git commit", f"`{study['git_commit']}`" if study.get("git_commit") else NO_VALUE),
-        ("Machine", inline(study.get("machine"))),
-        ("Date", f"{study.get('started') or NO_VALUE} → {study.get('finished') or 'not finished'}"),
-        ("Wall time", duration(study.get("wall_s"))),
+    ]
+    if study.get("merged_from"):
+        rows = merged_rows(study) + spec_rows
+    else:
+        rows = [
+            ("Command", f"`{study['command']}`" if study.get("command") else NO_VALUE),
+            *spec_rows,
+            ("Git commit", f"`{study['git_commit']}`" if study.get("git_commit") else NO_VALUE),
+            ("Machine", inline(study.get("machine"))),
+            (
+                "Date",
+                f"{study.get('started') or NO_VALUE} → {study.get('finished') or 'not finished'}",
+            ),
+            ("Wall time", duration(study.get("wall_s"))),
+        ]
+    rows += [
         ("Data", inline(study.get("data"))),
         ("Backbone", inline(study.get("backbone"))),
         ("Pre-training recipe", inline(pretrain)),
@@ -204,7 +304,8 @@ def header(
         ("FLOPs budget", inline(study.get("budget"))),
     ]
     if fingerprints := data_fingerprints(study):  # a study made before them records none
-        rows.insert(8, ("Data fingerprint", ", ".join(f"`{f}`" for f in fingerprints)))
+        after_data = [name for name, _ in rows].index("Data") + 1
+        rows.insert(after_data, ("Data fingerprint", ", ".join(f"`{f}`" for f in fingerprints)))
     if study.get("variants"):
         sets = [
             f"`{v['label']}`: {inline(v.get('set')) or 'as specified'}"

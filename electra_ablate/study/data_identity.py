@@ -10,19 +10,28 @@ files live, the sequence length and the packing rules), the fingerprint it was m
 both; a changed data setting (an edit of the spec) is simply another entry.
 ``study.json`` carries the fingerprints too (``data.fingerprint``, ``data_fingerprints``), for
 packs, merges and the report.
+
+The evaluation data is an input of every result as much as the corpus, so ``study.json`` also
+records, per evaluated task, what its results were read from (``evaluation_fingerprints``:
+{task: fingerprint}, :func:`current_evaluation_fingerprints`), and a merge refuses sources whose
+fingerprints for one task differ (``packs.check_same_evaluation_data``). It is a separate record,
+not a part of any id: the ids of studies made before it stay what they were.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 from electra_ablate.data.bundle import data_settings
 from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import settings_hash
+from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.study.context import Study
+from electra_ablate.study.spec import task_settings
 
 DATA_FILE = "data.json"
 
@@ -35,6 +44,30 @@ def current_fingerprints(study: Study) -> dict[str, str]:
         key = settings_hash(data_settings(spec.data, seq_len, PackingConfig().as_dict()))
         found[key] = study.data(spec).fingerprint
     return found
+
+
+def current_evaluation_fingerprints(study: Study) -> dict[str, str]:
+    """Per evaluated task, a short hash of the data its results were read from here: the task
+    family's fingerprint of the task's files (``TaskFamily.fingerprint``: their contents, the
+    value every job id of the task holds, computed once per data setting and reused) with the
+    training and evaluation caps that pick the rows a job reads. A task evaluated with several
+    (variants moving data.glue, two evaluation blocks) gets one hash of them all."""
+    read: dict[str, set[str]] = {}
+    for _, spec in study.spec.variant_specs():
+        for block in spec.evaluation_blocks():
+            for name in block.tasks:
+                task = get_task(name)
+                settings = task_settings(spec, block, name)
+                used = {
+                    "data": study.task_fingerprint(spec, task, settings),
+                    "train_cap": settings.recipe.cap_for(name),
+                    "eval_cap": settings.eval_cap,
+                }
+                read.setdefault(name, set()).add(json.dumps(used, sort_keys=True))
+    return {
+        name: hashlib.sha256(json.dumps(sorted(entries)).encode()).hexdigest()[:16]
+        for name, entries in sorted(read.items())
+    }
 
 
 def check_study_data(study: Study, record: bool = True) -> None:

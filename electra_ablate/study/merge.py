@@ -12,30 +12,57 @@ fine-tune) is named by a hash of what changes its result, so merging is a merge 
   unfinished one never does (its training states stay behind, so it could not resume);
 - a pack or folder of another spec (``packs.spec_fingerprint``) is refused.
 
-Every check runs before the first write. The units are then written, each atomically, and the
-tables are rebuilt from the records as ``ablate run --collect`` builds them, without the data:
-the spec in ``study.json`` says which units and fine-tunes make the study, the runs tables name
-its units, and the records say the rest. ``ablate report`` works on the result at once.
+What "the same content" means. A unit's id leaves out how it ran (``identity.IDENTITY_EXCLUDED``:
+thread count, precision, compile mode), so its records are compared without the fields that say
+so (``NOT_COMPARED``: those, as the records name them, and the timings). Those fields change
+rounding: the micro preset's electra run, 20 to 40 steps on 1 thread and on 2, gave curves equal
+to at most 2.6e-6 relative (AUC 0.64206 vs 0.64206) and fine-tunes of its checkpoint 0.06 to 1.1%
+apart (STS-B Pearson -8.9993 vs -9.0045, Spearman 3.40 vs 3.44; RTE accuracy equal), while the
+counts (steps, FLOPs, checkpoint steps, examples) were exact. No tolerance tells that rounding
+from a changed result, so the rule is: two finished copies computed the same way (one machine,
+as each source's ``study.json`` records it, and the same running fields in the run's
+``done.json``) must agree exactly; two computed otherwise must agree on everything but what
+training measured (the curves' values beside their axes, the fine-tunes' metrics), which
+rounding moves. They are then one unit: the target's copy (or the first source's) is kept, and the
+summary counts it as an equal copy. A conflict between copies computed otherwise shows in their
+counts, not in their metrics.
+
+The study folder is locked first (made if new), like ``ablate run`` locks it, so two merges into
+one folder take turns (``--wait``) or the second is refused (exit 2); every check then runs
+before the first write. ``study.json`` is written first, so that a merge stopped at any point
+(a full disk, Ctrl-C) leaves a study folder that the same command completes: its units are then
+held ones. The units follow, each atomically, and the tables are rebuilt from the records as
+``ablate run --collect`` builds them, without the data: the spec in ``study.json`` says which
+units and fine-tunes make the study, the runs tables name its units, and the records say the
+rest. ``ablate report`` works on the result at once. ``study.json``'s ``merged_from`` names each
+source once (a merged source by the sources it was merged from), with its own provenance.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
 import io
 import json
+import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import InputError, MixedData
+from electra_ablate.infra.identity import IDENTITY_EXCLUDED
 from electra_ablate.infra.layout import KEPT_META, REPORT_FILE, RunLayout, StudyLayout
-from electra_ablate.infra.locks import FolderLock, lock_study
+from electra_ablate.infra.locks import lock_study
 from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.study.context import Study
 from electra_ablate.study.execute import run_unit
 from electra_ablate.study.packs import (
+    check_same_evaluation_data,
     data_fingerprints,
     first_difference,
     read_pack,
@@ -52,6 +79,21 @@ from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, Un
 VOLATILE = frozenset({"wall_s", "wall_seconds", "train_seconds", "tokens_per_s", "message"})
 """Record keys that say how long a unit took, or where it was copied from, not what it computed:
 the same unit run on two machines differs only here, and is the same unit."""
+
+RECORDED_AS = {
+    "num_threads": ("threads",),
+    "compile": ("compiled", "compile_mode", "compile_error"),
+}
+"""How ``done.json`` names the spec's fields that say how a run ran (the others keep theirs)."""
+
+RUNNING = frozenset(name for f in IDENTITY_EXCLUDED for name in RECORDED_AS.get(f, (f,)))
+"""Record keys that say how a unit ran (threads, precision, compile mode): not in its id."""
+
+NOT_COMPARED = VOLATILE | RUNNING
+"""Record keys two copies of one unit may differ in."""
+
+CURVE_AXES = frozenset({"step", "stage", "split", "lr", "flops_paper", "flops_standard"})
+"""What a curve's row is at (the schedule says it); its other values are measured."""
 
 FINISHED, FAILED, UNFINISHED = "done", "failed", "unfinished"
 
@@ -71,6 +113,17 @@ class Source:
     files: dict[str, bytes]  # path inside the study folder -> content
     study: dict[str, Any]  # its study.json
     origin: dict[str, Any] = field(default_factory=dict)  # where it came from, for study.json
+
+    @cached_property
+    def done_by_run(self) -> dict[str, dict[str, Any]]:
+        """Each finished pre-training run's ``done.json``, by run id (how it ran)."""
+        done = RunLayout(Path()).done.name
+        found = {}
+        for name, data in self.files.items():
+            parts = PurePosixPath(name).parts
+            if len(parts) == 3 and parts[0] == REL.pretrain_dir.name and parts[2] == done:
+                found[parts[1].rsplit("-", 1)[-1]] = parse_record(self, name, data)
+        return found
 
 
 @dataclass
@@ -97,6 +150,7 @@ class MergeOutcome:
     written: list[UnitCopy] = field(default_factory=list)
     superseded: list[str] = field(default_factory=list)  # finished here, not finished there
     identical: int = 0  # copies left out because an identical one is kept
+    rounding: int = 0  # of those, equal but for what rounding moves (run another way)
     left_behind: int = 0  # unfinished units, carried by no source as finished or failed
     skipped: list[str] = field(default_factory=list)  # sources that are the target itself
 
@@ -129,9 +183,8 @@ def folder_source(root: Path, name: str) -> Source:
 
 def load_target(into: Path) -> Source | None:
     """The target folder as a source (None while it is empty or does not exist yet)."""
-    if into.exists() and not into.is_dir():
-        raise InputError(f"--into {into} is a file; give a study folder (new or existing)")
-    if not into.is_dir() or not any(into.iterdir()):
+    check_not_file(into)
+    if not into.is_dir() or holds_nothing(into):
         return None
     if not StudyLayout(into).study_json.is_file():
         raise InputError(
@@ -139,6 +192,18 @@ def load_target(into: Path) -> Source | None:
             "folder (`ablate run SPEC --out DIR --collect` writes a study folder's study.json)"
         )
     return folder_source(into, f"{into} (the target)")
+
+
+def check_not_file(into: Path) -> None:
+    if into.exists() and not into.is_dir():
+        raise InputError(f"--into {into} is a file; give a study folder (new or existing)")
+
+
+def holds_nothing(into: Path) -> bool:
+    """Whether a folder holds nothing of a study: at most its lock and hidden temporaries (what
+    a merge stopped before its first write leaves)."""
+    lock = StudyLayout(into).lock.name
+    return all(p.name == lock or p.name.startswith(".") for p in into.iterdir())
 
 
 def unit_copies(source: Source) -> dict[str, UnitCopy]:
@@ -192,15 +257,49 @@ def parse_record(source: Source, name: str, data: bytes) -> Any:
     return None
 
 
-def finished_content(copy: UnitCopy) -> dict[str, Any]:
+def finished_content(copy: UnitCopy, exact: bool = True) -> dict[str, Any]:
     """What a finished unit computed: each of its records (by its name inside the unit) without
-    timings or provenance."""
+    timings, provenance or how it ran; without what training measured unless ``exact``."""
     content = {}
     for name, data in sorted(copy.files.items()):
         if name.endswith((".json", ".jsonl")):
-            inside = PurePosixPath(name).relative_to(PurePosixPath(copy.key).parent)
-            content[str(inside)] = without(parse_record(copy.source, name, data), VOLATILE)
+            inside = str(PurePosixPath(name).relative_to(PurePosixPath(copy.key).parent))
+            record = without(parse_record(copy.source, name, data), NOT_COMPARED)
+            content[inside] = record if exact else unmeasured(copy, name, record)
     return content
+
+
+def unmeasured(copy: UnitCopy, name: str, record: Any) -> Any:
+    """A record less what training measured (the module docstring's rule): a curve's values
+    beside its axes, a fine-tune's metrics beside its bookkeeping."""
+    if name.endswith("/" + RunLayout(Path()).metrics.name) and isinstance(record, list):
+        return [{k: v for k, v in row.items() if k in CURVE_AXES} for row in record]
+    if copy.is_finetune and name == copy.key and isinstance(record.get("metrics"), dict):
+        kept = {k: v for k, v in record["metrics"].items() if k in RECORD_FIELDS}
+        return {**record, "metrics": kept}
+    return record
+
+
+def computed_alike(a: UnitCopy, b: UnitCopy) -> bool:
+    """Whether two copies were computed the same way (so rounding cannot tell them apart): on
+    one and the same machine, as their sources record it, with the same running fields in the
+    ``done.json`` of the run they are or fine-tune."""
+    return how_computed(a) is not None and how_computed(a) == how_computed(b)
+
+
+def how_computed(copy: UnitCopy) -> tuple | None:
+    """The machine and running fields a copy was computed with; None where its source ran on
+    several machines (a merged folder does not say which unit ran where)."""
+    study = copy.source.study
+    machines = {study.get("machine")} | {e.get("machine") for e in study.get("merged_from", [])}
+    if len(machines) != 1:
+        return None
+    run_id = copy.record["run_id"] if copy.is_finetune else copy.key.rsplit("-", 1)[-1]
+    running = copy.source.done_by_run.get(run_id)
+    running = running if isinstance(running, dict) else {}
+    fields = {k: running.get(k) for k in sorted(RUNNING)}
+    precision = copy.record.get("precision") if copy.is_finetune else None
+    return machines.pop(), tuple(fields.items()), precision
 
 
 def without(value: Any, keys: frozenset[str]) -> Any:
@@ -226,8 +325,9 @@ def describe(copy: UnitCopy) -> str:
 
 
 def check_same_data(first_name: str, first: dict, other_name: str, other: dict) -> None:
-    """Two study records (``study.json``) of one study were made with the same data, or one
-    line naming both fingerprints. A record with none (older than fingerprints) passes."""
+    """Two study records (``study.json``) of one study were made with the same data (corpus)
+    and evaluated on the same data (each task both evaluated), or one line naming both
+    fingerprints. A record with none (older than fingerprints) passes."""
     a, b = data_fingerprints(first), data_fingerprints(other)
     if a and b and a != b:
         raise MixedData(
@@ -235,20 +335,24 @@ def check_same_data(first_name: str, first: dict, other_name: str, other: dict) 
             f"{' '.join(a)}: they cannot be one study (build both from one data bundle: "
             "ablate data prepare SPEC --bundle DIR); nothing was merged"
         )
+    check_same_evaluation_data(first_name, first, other_name, other)
 
 
 def check_one_study(sources: list[Source]) -> None:
     """Every source is the same study, made with the same data: one spec fingerprint and one
-    set of data fingerprints, or a line naming the stranger."""
+    set of data fingerprints, or a line naming the stranger. The data are compared pair by
+    pair: a source recorded before a fingerprint (which passes) must not let two others that
+    differ through."""
     first = sources[0]
-    for other in sources[1:]:
+    for i, other in enumerate(sources[1:], start=1):
         if spec_fingerprint(other.study) != spec_fingerprint(first.study):
             where = first_difference(study_identity(first.study), study_identity(other.study))
             raise InputError(
                 f"{other.name} is another study than {first.name}: their specs differ at "
                 f"{where}; merge packs and folders of one spec only (nothing was merged)"
             )
-        check_same_data(first.name, first.study, other.name, other.study)
+        for earlier in sources[:i]:
+            check_same_data(earlier.name, earlier.study, other.name, other.study)
 
 
 def plan_units(target: Source | None, sources: list[Source]) -> tuple[dict, MergeOutcome]:
@@ -265,13 +369,7 @@ def plan_units(target: Source | None, sources: list[Source]) -> tuple[dict, Merg
         copies = ([mine] if mine is not None else []) + offered[key]
         finished = [c for c in copies if c.state == FINISHED]
         for other in finished[1:]:
-            difference = first_difference(finished_content(finished[0]), finished_content(other))
-            if difference:
-                raise InputError(
-                    f"conflicting {describe(other)}: {finished[0].source.name} and "
-                    f"{other.source.name} hold different finished results (at {difference}); "
-                    "nothing was merged"
-                )
+            check_same_results(finished[0], other, outcome)
         outcome.identical += max(len(finished) - 1, 0)
         if finished and (other := next((c for c in copies if c.state != FINISHED), None)):
             outcome.superseded.append(
@@ -291,6 +389,21 @@ def plan_units(target: Source | None, sources: list[Source]) -> tuple[dict, Merg
         final[key] = chosen
         outcome.written.append(chosen)
     return final, outcome
+
+
+def check_same_results(kept: UnitCopy, other: UnitCopy, outcome: MergeOutcome) -> None:
+    """Two finished copies of one unit are one unit (the module docstring's rule), or one line
+    naming it and both sources; agreeing copies computed another way are counted in
+    ``outcome``."""
+    exact = computed_alike(kept, other)
+    mine, theirs = finished_content(kept, exact), finished_content(other, exact)
+    if difference := first_difference(mine, theirs):
+        raise InputError(
+            f"conflicting {describe(other)}: {kept.source.name} and {other.source.name} hold "
+            f"different finished results (at {difference}); nothing was merged"
+        )
+    if not exact and finished_content(kept) != finished_content(other):
+        outcome.rounding += 1
 
 
 def run_ids(sources: list[Source]) -> dict[tuple[str, int], str]:
@@ -449,27 +562,59 @@ def choose_records(
 
 
 def merge_study(
-    sources: list[Path], into: Path, log: Callable[[str], None] = print
+    sources: list[Path],
+    into: Path,
+    log: Callable[[str], None] = print,
+    command: str | None = None,
+    wait: bool = False,
 ) -> MergeOutcome:
-    """Merge ``sources`` into the study folder ``into``: check everything, then write, holding
-    the study's lock like ``ablate run`` (one writer per study folder)."""
+    """Merge ``sources`` into the study folder ``into``. The folder is made if new and locked
+    before anything of it is read, like ``ablate run`` locks it (one writer per study folder):
+    a second merge into it waits (``wait``) or is refused (``LockHeld``, exit 2). ``command``:
+    how the merge was typed, for ``merged_from`` (default: this process's command line)."""
     into = Path(into)
     check_not_report(into)
+    check_not_file(into)
+    created = make_folder(into)
     lock_file = StudyLayout(into).lock
     note = lock_file.read_bytes() if lock_file.is_file() else None  # who held it last
-    held = [lock_study(lock_file, into)] if into.is_dir() else []
+    lock = lock_study(lock_file, into, wait=wait)
     try:
-        return merge_locked(sources, into, held, log)
+        return merge_locked(sources, into, command or typed_command(), log)
     except BaseException:
-        if held:  # a refused merge leaves the folder as it found it, lock file included
-            if note is None:
-                lock_file.unlink(missing_ok=True)
-            else:
-                lock_file.write_bytes(note)
+        leave_as_found(into, created, note)
         raise
     finally:
-        for lock in held:
-            lock.release()
+        lock.release()
+
+
+def make_folder(into: Path) -> bool:
+    """Make ``into`` if it is missing; whether this merge made it."""
+    into.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        into.mkdir()
+    except FileExistsError:
+        return False
+    return True
+
+
+def typed_command() -> str:
+    return shlex.join(["ablate", *sys.argv[1:]])
+
+
+def leave_as_found(into: Path, created: bool, note: bytes | None) -> None:
+    """After a failed merge (still locked): a folder it made and wrote nothing of a study into
+    is removed; a folder that was there gets its lock file back as it was. A folder holding
+    ``study.json`` stays as it is: the same command completes it."""
+    lock_file = StudyLayout(into).lock
+    if created and holds_nothing(into):
+        lock_file.unlink(missing_ok=True)  # a process waiting on it locks a new one (locks.py)
+        with contextlib.suppress(OSError):  # a temporary left by a write cut short stays
+            into.rmdir()
+    elif note is None:
+        lock_file.unlink(missing_ok=True)
+    else:
+        lock_file.write_bytes(note)
 
 
 def check_not_report(into: Path) -> None:
@@ -483,9 +628,10 @@ def check_not_report(into: Path) -> None:
 
 
 def merge_locked(
-    sources: list[Path], into: Path, held: list[FolderLock], log: Callable[[str], None]
+    sources: list[Path], into: Path, command: str, log: Callable[[str], None]
 ) -> MergeOutcome:
-    """The merge, with ``into`` locked (``held``), or locked as it is made."""
+    """The merge, with ``into`` locked: every check, then ``study.json``, the units, the tables
+    (in this order, so that a merge stopped anywhere is completed by the same command)."""
     target = load_target(into)
     skipped = [str(p) for p in sources if is_folder(p, into)]
     loaded = [load_source(p) for p in sources if not is_folder(p, into)]
@@ -500,21 +646,43 @@ def merge_locked(
     chosen = choose_records(study, units, final, listed_results(everyone))
 
     # Every check has passed: from here on the target is written.
-    if not held:  # a new folder: locked as it is made
-        into.mkdir(parents=True, exist_ok=True)
-        held.append(lock_study(study.layout.lock, into))
+    base = everyone[0].study
+    study_json = {**base, "merged_from": merge_history(base, loaded, command)}
+    atomic_write_text(study.layout.study_json, json.dumps(study_json, indent=2, default=str))
     for copy in outcome.written:
         write_unit(into, copy)
-    base = everyone[0].study
-    merged_from = list(base.get("merged_from", []))
-    merged_from += [
-        {"source": s.name, **s.origin, "finished": s.study.get("finished")} for s in loaded
-    ]
-    study_json = {**base, "merged_from": merged_from}
-    atomic_write_text(study.layout.study_json, json.dumps(study_json, indent=2, default=str))
     counts = rebuild_tables(study, units, chosen)
     log(summary_line(into, loaded, outcome, counts, unknown))
     return outcome
+
+
+PROVENANCE = ("command", "machine", "started", "finished", "wall_s", "git_commit")
+"""What a source's ``study.json`` says of the run that made it, copied into ``merged_from``."""
+
+
+def merge_history(base: dict[str, Any], loaded: list[Source], command: str) -> list[dict]:
+    """``merged_from`` after this merge: the target's entries, then each source's (a merged
+    source's own entries first, then its own), one entry per run that made a source."""
+    merged_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    entries = list(base.get("merged_from", []))
+    for source in loaded:
+        entries += source.study.get("merged_from", [])
+        own = {key: source.study.get(key) for key in PROVENANCE}
+        entries.append(
+            {"source": source.name, **source.origin, **own}
+            | {"merge_command": command, "merged_at": merged_at}
+        )
+    distinct: dict[tuple, dict] = {}
+    for entry in entries:
+        distinct.setdefault(made_by(entry), entry)
+    return list(distinct.values())
+
+
+def made_by(entry: dict[str, Any]) -> tuple:
+    """Which run made a source: its command, machine and start (its name, where an entry
+    written before these were recorded has none of them)."""
+    key = (entry.get("command"), entry.get("machine"), entry.get("started"))
+    return key if any(key) else ("source", entry.get("source"))
 
 
 def is_folder(path: Path, folder: Path) -> bool:
@@ -570,6 +738,13 @@ def summary_line(
     lines = [
         f"merged {len(sources)} source(s) into {into}: {runs} run(s) or baseline(s) and "
         f"{finetunes} fine-tune(s) added, {outcome.identical} identical copies skipped"
+        + (
+            f" ({outcome.rounding} of them computed another way, on another machine or with "
+            "other threads, precision or compile mode: the same counts, measured values moved "
+            "by rounding; the first copy kept)"
+            if outcome.rounding
+            else ""
+        )
     ]
     for line in outcome.superseded:
         lines.append(f"  took the finished copy of {line}")

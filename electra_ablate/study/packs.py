@@ -17,9 +17,9 @@ What travels: every file of the study folder except
 - the report (``ablate report`` rebuilds it from the tables), locks, damaged records set aside
   (``*.corrupt-*``), scratch re-training folders (``rebuild/``) and temporary or hidden files.
 
-Its ``pack.json`` names the study, the fingerprint of its spec, the toolkit version and every
-file with its sha256, so a truncated, altered or foreign pack is refused before anything is
-merged.
+Its ``pack.json`` names the study, the fingerprint of its spec, those of its data and
+evaluation data, the toolkit version and every file with its sha256, so a truncated, altered or
+foreign pack is refused before anything is merged.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from electra_ablate import __version__
-from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.layout import KEPT_META, RunLayout, StudyLayout
 from electra_ablate.infra.storage import atomic_file
 
@@ -99,6 +99,32 @@ def data_fingerprints(study_json: dict[str, Any]) -> list[str]:
     if isinstance(data, dict) and isinstance(data.get("fingerprint"), str):
         return [data["fingerprint"]]
     return []
+
+
+def evaluation_fingerprints(study_json: dict[str, Any]) -> dict[str, str]:
+    """Per evaluated task, the fingerprint of the evaluation data a ``study.json`` records
+    (``data_identity.current_evaluation_fingerprints``); none for a study made before them."""
+    recorded = study_json.get("evaluation_fingerprints")
+    if not isinstance(recorded, dict):
+        return {}
+    return {str(task): value for task, value in recorded.items() if isinstance(value, str)}
+
+
+def check_same_evaluation_data(
+    first_name: str, first: dict[str, Any], other_name: str, other: dict[str, Any]
+) -> None:
+    """Two study records read every task they both evaluated from the same data, or one line
+    naming the task and both fingerprints. The job ids differ on other data, so without this
+    a merge would silently hold results of both. A record with none (older) passes."""
+    mine, theirs = evaluation_fingerprints(first), evaluation_fingerprints(other)
+    for task in sorted(mine.keys() & theirs.keys()):
+        if mine[task] != theirs[task]:
+            raise MixedData(
+                f"{other_name} was evaluated on {task} data {theirs[task]} but {first_name} on "
+                f"{task} data {mine[task]}: they cannot be one study (evaluate both on one copy "
+                "of the evaluation data, e.g. one data bundle: ablate data prepare SPEC --bundle "
+                "DIR); nothing was merged"
+            )
 
 
 def first_difference(a: Any, b: Any, where: str = "") -> str | None:
@@ -242,6 +268,7 @@ def write_pack(study_dir: Path, out: Path | None = None, tensorboard: bool = Fal
         "study": study.get("name"),
         "spec_fingerprint": spec_fingerprint(study),
         "data_fingerprints": data_fingerprints(study),
+        "evaluation_fingerprints": evaluation_fingerprints(study),
         "toolkit_version": __version__,
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "packed_from": {"host": platform.node(), "folder": str(root)},

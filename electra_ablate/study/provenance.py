@@ -1,5 +1,7 @@
 """``study.json``: what ran, on what, where, when and with which resolved spec, so a report
-can say all of it and a reader can re-run it."""
+can say all of it and a reader can re-run it; and which data (``data_fingerprints``) and
+evaluation data (``evaluation_fingerprints``) its results were made with, so that a merge never
+joins results made with other data (``electra_ablate.study.data_identity``)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import torch
 from electra_ablate.infra.layout import PLAN_FILE
 from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.study.context import Study
+from electra_ablate.study.data_identity import current_evaluation_fingerprints
 from electra_ablate.study.units import BaselineUnit, ReferenceUnit, RunUnit, Unit
 
 
@@ -36,6 +39,7 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "budget": spec.budget.model_dump(),
         "data": {**spec.data.model_dump(), **study.data(base).data.summary},
         "data_fingerprints": sorted({study.data(v).fingerprint for _, v in variants}),
+        "evaluation_fingerprints": current_evaluation_fingerprints(study),
         **{
             key: (
                 {

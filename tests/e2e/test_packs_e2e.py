@@ -14,7 +14,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
-from ablate_cli import E2E, SMOKE, ablate
+from ablate_cli import E2E, SMOKE, ablate, one_line_error
 
 from electra_ablate.analysis.results import KEY_COLUMNS
 
@@ -77,13 +77,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
 
 
 def refused(result: subprocess.CompletedProcess, *needles: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    for needle in needles:
-        assert needle in lines[0], (needle, lines[0])
-    return lines[0]
+    return one_line_error(result, 2, *needles)
 
 
 def rewrite_json(path: Path, change) -> None:
@@ -107,14 +101,18 @@ def test_the_smoke_study_packs_into_one_archive_under_1_mb_without_weights(smoke
 def test_a_pack_merged_into_an_empty_folder_is_the_same_study(smoke, merged, data_env, tmp_path):
     assert_same_tables(merged, smoke)
     assert not list(merged.rglob("*.safetensors")) and not list(merged.rglob("states"))
-    reports = {}
+    reports, provenance = {}, {}
     for name, folder in (("original", smoke), ("merged", merged)):
         result = ablate("report", folder, "--out", tmp_path / name, env=data_env)
         assert result.returncode == 0, result.stderr
         text = (tmp_path / name / "report.md").read_text().splitlines()
         summary = (tmp_path / name / "summary.csv").read_text()
-        reports[name] = ([line for line in text if line.startswith("|")], summary)
+        rows = [line for line in text if line.startswith("|")]
+        reports[name] = ([row for row in rows if not is_provenance(row)], summary)
+        provenance[name] = [row for row in rows if is_provenance(row)]
     assert reports["merged"] == reports["original"]
+    assert any(row.startswith("| Merged from |") for row in provenance["merged"])
+    assert any("smoke.pack.tar.gz" in row for row in provenance["merged"])
     assert len(reports["merged"][0]) > 20  # the tables are there
 
     collected = copy_of(merged, tmp_path / "collected")
@@ -123,6 +121,16 @@ def test_a_pack_merged_into_an_empty_folder_is_the_same_study(smoke, merged, dat
     assert "pending" not in result.stdout, "every unit reads as finished without its weights"
     assert_same_tables(collected, smoke)
     assert not list(collected.rglob("*.safetensors")), "collecting trains nothing"
+
+
+PROVENANCE_ROWS = ("Command", "Git commit", "Machine", "Date", "Wall time", "Merged from")
+
+
+def is_provenance(row: str) -> bool:
+    """A header row that says which command made the study: a merged study names each source
+    and the merge instead of one command (the rest of its report is the original's)."""
+    label = row.split("|")[1].strip()
+    return label in PROVENANCE_ROWS or label.startswith(("Source ", "Merge command", "Own run"))
 
 
 def split_in_two(smoke: Path, tmp_path: Path, env: dict) -> tuple[Path, Path]:

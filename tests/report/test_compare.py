@@ -96,7 +96,14 @@ def test_each_objective_keeps_its_colour_in_reports_and_comparisons():
 
 @pytest.mark.parametrize(
     "case",
-    ["missing folder", "one study", "no results", "no common objectives", "old report folder"],
+    [
+        "missing folder",
+        "one study",
+        "same study twice",
+        "no results",
+        "no common objectives",
+        "old report folder",
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(studies, tmp_path, case):
     short, long_report = studies
@@ -104,6 +111,8 @@ def test_bad_input_is_one_line_and_exit_2(studies, tmp_path, case):
         args, expected = [str(short), str(tmp_path / "nope")], "(no such folder)"
     elif case == "one study":
         args, expected = [str(short)], "needs at least two study or report folders"
+    elif case == "same study twice":
+        args, expected = [str(short), f"{short}/"], f"{short} is given twice"
     elif case == "no results":
         bare = tmp_path / "bare"
         bare.mkdir()

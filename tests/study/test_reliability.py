@@ -32,7 +32,11 @@ def test_a_held_folder_lock_names_its_holder_and_is_released_on_close(tmp_path):
     with pytest.raises(LockHeld) as caught:
         lock_study(lock_file, tmp_path)
     message = str(caught.value)
-    assert str(tmp_path) in message and str(os.getpid()) in message and "--wait" in message
+    assert (
+        str(tmp_path) in message
+        and str(os.getpid()) in message
+        and "run the same command again" in message
+    )
     assert caught.value.exit_code == 2
     first.release()
     assert current_holder(lock_file) is None
