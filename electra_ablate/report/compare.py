@@ -40,7 +40,6 @@ from electra_ablate.analysis.results import (
     score_intervals,
     with_intervals,
 )
-from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import safe_name
@@ -389,17 +388,10 @@ def tasks_text(source: StudyTables) -> str:
 
 
 def backbone_text(study: Mapping[str, Any]) -> str:
-    """The backbone's preset and its size: the resolved one ``study.json`` records, else the
-    preset's with the spec's overrides."""
-    given = (study.get("spec") or {}).get("backbone") or study.get("backbone") or {}
-    name = given.get("preset")
+    """The backbone's preset (as the spec names it) and its size (the resolved backbone
+    ``study.json`` records); what a record lacks is left out, never guessed."""
+    name = ((study.get("spec") or {}).get("backbone") or {}).get("preset")
     size = study.get("backbone") or {}
-    if "hidden_size" not in size:
-        try:
-            size = preset(name or "tiny").with_overrides(**(given.get("overrides") or {}))
-            size = size.model_dump()
-        except Exception:  # an unknown preset in an old study.json: say nothing rather than guess
-            size = {}
     shape = (
         f"hidden {size['hidden_size']}, {size['num_layers']} layers, {size['num_heads']} heads"
         if {"hidden_size", "num_layers", "num_heads"} <= set(size)

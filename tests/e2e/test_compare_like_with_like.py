@@ -18,6 +18,7 @@ import pytest
 from ablate_cli import E2E, ROOT, ablate, one_line_error
 
 from electra_ablate.analysis.results import write_table
+from electra_ablate.backbone.config import preset as backbone_preset
 
 pytestmark = E2E
 
@@ -93,7 +94,7 @@ def make_study(
     study = {
         "name": folder.name,
         "spec": {"backbone": {"preset": preset, "overrides": {}}},
-        "backbone": {"preset": preset, "overrides": {}},
+        "backbone": backbone_preset(preset).model_dump(),  # resolved, as a run records it
         "data_fingerprints": [fingerprint],
         "finetune": {"tasks": glue_tasks, "seeds": list(range(finetune_seeds)), "caps": {}},
     }
@@ -201,7 +202,10 @@ def test_the_page_says_what_each_study_ran(studies, tmp_path):
     ]
     caps = row(text, "Training examples per task")
     assert caps[1].startswith("cola: capped at 500 examples (500 used); rte: full training set")
-    assert row(text, "Backbone")[1].startswith("micro (") and "small (" in row(text, "Backbone")[2]
+    assert row(text, "Backbone")[1:] == [
+        "micro (hidden 32, 2 layers, 2 heads)",
+        "small (hidden 256, 12 layers, 4 heads)",
+    ]
     assert row(text, "Data fingerprint") == ["Data fingerprint", "`aaaa1111`", "`bbbb2222`"]
     assert row(text, "Pre-training seeds") == ["Pre-training seeds", "0", "0, 1"]
     assert row(text, "Fine-tuning seeds") == ["Fine-tuning seeds", "0", "0, 1, 2"]
