@@ -30,11 +30,9 @@ def register(app: typer.Typer) -> None:
         unit, a damaged pack or another study's pack is refused (exit 2) and nothing is
         written; finished work in STUDY_DIR is never replaced. Weights never travel. A merge
         stopped part way (a full disk, Ctrl-C) is completed by the same command."""
-        from electra_ablate.infra.locks import LockHeld
+        from electra_ablate.infra.locks import offering_wait
         from electra_ablate.study.merge import merge_study
 
         command = shlex.join(["ablate", *sys.argv[1:]])
-        try:
+        with offering_wait():
             merge_study(sources, into, log=typer.echo, command=command, wait=wait)
-        except LockHeld as held:  # the lock's message names no option: this command has one
-            raise LockHeld(f"{held}, or pass --wait to start when it has", held.holder) from None

@@ -151,9 +151,9 @@ def register(app: typer.Typer) -> None:
             sbatch_parameters(resources.sbatch)  # a malformed line: one line, before any job
             options = LaunchOptions(launcher.value, resources, wait=not no_wait)
 
-        from electra_ablate.infra.locks import LockHeld
+        from electra_ablate.infra.locks import offering_wait
 
-        try:
+        with offering_wait():
             run_study(  # a failed unit raises, naming it (exit 1)
                 spec,
                 spec_path,
@@ -168,8 +168,6 @@ def register(app: typer.Typer) -> None:
                 shard=part,
                 launcher=options,
             )
-        except LockHeld as held:  # the lock's message names no option: this command has one
-            raise LockHeld(f"{held}, or pass --wait to start when it has", held.holder) from None
 
 
 def print_plan(

@@ -24,7 +24,8 @@ import os
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -200,8 +201,8 @@ def lock_study(
 ) -> FolderLock:
     """The one place a study folder is locked for writing (``ablate run``, ``merge``, ``clean``):
     held until released, or ``LockHeld`` naming the holder (exit 2); ``wait`` waits instead.
-    The message names no option, as the commands that lock differ in theirs (``ablate run``
-    adds its ``--wait``).
+    The message names no option, as the commands that lock differ in theirs (one that can
+    wait adds it: ``offering_wait``).
     ``shared``: held together with other shards of the study (``study.shards``)."""
     lock = FolderLock(lock_file, shared)
     try:
@@ -215,3 +216,12 @@ def lock_study(
             holder,
         ) from None
     return lock
+
+
+@contextmanager
+def offering_wait(option: str = "--wait") -> Iterator[None]:
+    """For a command that has a wait option: a ``LockHeld`` raised inside also offers it."""
+    try:
+        yield
+    except LockHeld as held:
+        raise LockHeld(f"{held}, or pass {option} to start when it has", held.holder) from None

@@ -24,7 +24,7 @@ from electra_ablate.report.markdown import (
     lookup,
     table,
 )
-from electra_ablate.study.packs import data_fingerprints
+from electra_ablate.study.packs import RUN_RECORD_KEYS, data_fingerprints
 
 PAPER_DROPOUT = 0.1
 
@@ -180,9 +180,6 @@ def caps_text(blocks: list[Mapping[str, Any]], results: pl.DataFrame) -> str:
 
 
 NOT_RECORDED = "not recorded"
-RUN_KEYS = ("command", "machine", "started", "finished", "wall_s", "git_commit")
-"""What ``study.json`` records of the command that wrote it; a merged study's ``merged_from``
-entries record the same of each source (entries written before issue 52 only ``finished``)."""
 
 
 def merged_rows(study: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -191,7 +188,7 @@ def merged_rows(study: Mapping[str, Any]) -> list[tuple[str, str]]:
     ``study.json`` from the first study it reads (the folder merged into, else the first
     source), so presenting it as the study's would credit one part with the whole."""
     entries = [dict(entry) for entry in study["merged_from"]]
-    top = {key: study.get(key) for key in RUN_KEYS}
+    top = {key: study.get(key) for key in RUN_RECORD_KEYS}
     count = f"{len(entries)} sources, each" if len(entries) > 1 else "1 source,"
     rows = [
         (
@@ -215,7 +212,7 @@ def is_first_source(top: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
     time, and the same of whatever else the entry kept (an older entry kept only that)."""
     if not top.get("finished") or top["finished"] != entry.get("finished"):
         return False
-    return all(entry.get(key) in (None, top[key]) for key in RUN_KEYS)
+    return all(entry.get(key) in (None, top[key]) for key in RUN_RECORD_KEYS)
 
 
 def origin_text(entry: Mapping[str, Any]) -> str:

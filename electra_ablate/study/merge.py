@@ -62,6 +62,7 @@ from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.study.context import Study
 from electra_ablate.study.execute import run_unit
 from electra_ablate.study.packs import (
+    RUN_RECORD_KEYS,
     check_same_evaluation_data,
     data_fingerprints,
     first_difference,
@@ -656,10 +657,6 @@ def merge_locked(
     return outcome
 
 
-PROVENANCE = ("command", "machine", "started", "finished", "wall_s", "git_commit")
-"""What a source's ``study.json`` says of the run that made it, copied into ``merged_from``."""
-
-
 def merge_history(base: dict[str, Any], loaded: list[Source], command: str) -> list[dict]:
     """``merged_from`` after this merge: the target's entries, then each source's (a merged
     source's own entries first, then its own), one entry per run that made a source."""
@@ -667,7 +664,7 @@ def merge_history(base: dict[str, Any], loaded: list[Source], command: str) -> l
     entries = list(base.get("merged_from", []))
     for source in loaded:
         entries += source.study.get("merged_from", [])
-        own = {key: source.study.get(key) for key in PROVENANCE}
+        own = {key: source.study.get(key) for key in RUN_RECORD_KEYS}
         entries.append(
             {"source": source.name, **source.origin, **own}
             | {"merge_command": command, "merged_at": merged_at}

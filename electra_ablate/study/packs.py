@@ -101,6 +101,11 @@ def data_fingerprints(study_json: dict[str, Any]) -> list[str]:
     return []
 
 
+RUN_RECORD_KEYS = ("command", "machine", "started", "finished", "wall_s", "git_commit")
+"""What ``study.json`` records of the command that wrote it; ``ablate merge`` copies the same
+of each source into its ``merged_from`` entry, and the report header reads them there."""
+
+
 def evaluation_fingerprints(study_json: dict[str, Any]) -> dict[str, str]:
     """Per evaluated task, the fingerprint of the evaluation data a ``study.json`` records
     (``data_identity.current_evaluation_fingerprints``); none for a study made before them."""
