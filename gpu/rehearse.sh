@@ -93,7 +93,8 @@ node "$SCRATCH/out" unit 1/2 unit 2/2
 echo "== node.sh (there): sessions"
 rm -rf "$SCRATCH"/session-*
 # a whole session: every phase, the study at the largest rung that fits
-rc=0; SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e9,3e9 --doctor-steps 3" \
+# (with a study override, as a stretch adds fine-tuning seeds: the run and every collect get it)
+rc=0; SESSION_SECONDS=300 SESSION_ARGS="--ladder 1e9,3e9 --doctor-steps 3 --set finetune.seeds=[0,1]" \
     node "$SCRATCH/session-whole" session || rc=$?
 check "$SCRATCH/session-whole" $rc finished
 # a deadline that leaves no time for the study
@@ -133,4 +134,13 @@ assert set(done["objective"]) >= {"bert_mlm", "electra"}, done
 assert set(results["task"]) == {"rte", "rtd_unigram", "rte_probe"}, results["task"].unique()
 assert set(results["objective"]) >= {"bert_mlm", "electra", "none"}, results["objective"].unique()
 print(f"rehearsal passed: {len(results)} result rows from {len(done)} finished units")
+PY
+python - "$SCRATCH/merged-session" <<'PY'
+import sys
+import polars as pl
+results = pl.read_parquet(f"{sys.argv[1]}/results.parquet").filter(pl.col("task") == "rte")
+seeds = {(o, s) for o, s in results.select("objective", "finetune_seed").iter_rows()}
+expected = {(o, s) for o in ("bert_mlm", "electra", "none") for s in (0, 1)}
+assert seeds == expected, f"the session's --set finetune.seeds=[0,1] did not reach the study: {seeds}"
+print("the session's study override reached the study: rte at fine-tuning seeds 0 and 1")
 PY

@@ -373,13 +373,14 @@ def remember(session: Session, key: str, value: Any) -> None:
 
 def study_settings(session: Session) -> list[str]:
     """``--set`` overrides of the study beyond its budget: ``--compile measured`` applies the
-    fastest modes this machine measured (none where nothing was measured)."""
-    if session.args.compile != "measured":
-        return []
-    with contextlib.suppress(OSError, ValueError):
-        known = json.loads(measured_path(session).read_text())
-        return [f"{key}={json.dumps(value)}" for key, value in sorted(known.items())]
-    return []
+    fastest modes this machine measured (none where nothing was measured), then the session's
+    own ``--set`` (e.g. ``finetune.seeds=[0,1,2]``), which come last and so win."""
+    measured: list[str] = []
+    if session.args.compile == "measured":
+        with contextlib.suppress(OSError, ValueError):
+            known = json.loads(measured_path(session).read_text())
+            measured = [f"{key}={json.dumps(value)}" for key, value in sorted(known.items())]
+    return [*measured, *session.args.settings]
 
 
 def reuse_records(session: Session) -> list[str]:
@@ -611,6 +612,10 @@ def main() -> int:
     parser.add_argument(
         "--reuse", action="append", default=[], metavar="FOLDER",
         help="a folder of study folders whose finished evaluation records may be reused",
+    )  # fmt: skip
+    parser.add_argument(
+        "--set", dest="settings", action="append", default=[], metavar="KEY=VALUE",
+        help="a study override (ablate run --set), applied to the run and every collect",
     )  # fmt: skip
     parser.add_argument("--pack-every", type=float, default=PACK_EVERY, help="seconds")
     parser.add_argument(

@@ -43,7 +43,8 @@ def a_session(tmp_path: Path, seconds: float, ladder=(1e15, 3e15, 1e16), **args:
     args = argparse.Namespace(**{
         "out": str(tmp_path), "started": time.time(), "seconds": seconds, "device": "cuda",
         "workers": 4, "ladder": list(ladder), "work": str(tmp_path), "compile": "spec",
-        "reuse": [], "phases": ["doctor", "tests", "bench", "plan", "study"], **args,
+        "reuse": [], "settings": [], "phases": ["doctor", "tests", "bench", "plan", "study"],
+        **args,
     })  # fmt: skip
     return session_py.Session(args)
 
@@ -158,6 +159,8 @@ def test_a_later_command_on_the_machine_applies_what_was_measured(tmp_path):
         'pretrain.compile="reduce-overhead"',
     ]
     assert session_py.study_settings(a_session(tmp_path, 500)) == []  # --compile spec
+    seeds = a_session(tmp_path, 500, compile="measured", settings=["finetune.seeds=[0,1,2]"])
+    assert session_py.study_settings(seeds)[-1] == "finetune.seeds=[0,1,2]"  # the session's last
     elsewhere = a_session(tmp_path / "fresh", 500, compile="measured", work=str(tmp_path / "w"))
     assert session_py.study_settings(elsewhere) == []  # nothing measured on this machine
 
