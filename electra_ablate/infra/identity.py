@@ -1,7 +1,7 @@
 """What enters a run id and a job id: one hash, and the spec fields left out of it.
 
 A pre-training run's id is ``config_hash`` of its config: objective, params, backbone, data,
-budget, seed and the spec's ``pretrain`` section less ``IDENTITY_EXCLUDED``
+budget, seed and the spec's ``pretrain`` section less ``IDENTITY_EXCLUDED`` and unset options
 (``electra_ablate.study.context``). An evaluation job's id is ``config_hash`` of its identity:
 the run, the fraction, the task and its own identity, the seed, the data's fingerprint
 (``electra_ablate.evaluation.run``). Both hash names and values, never module paths, so moving

@@ -28,6 +28,13 @@ class PretrainSpec(BaseModel):
     warmup_fraction: float = Field(
         0.01, ge=0, lt=1, description="linear warm-up, as a share of each stage's steps"
     )
+    warmup_steps: int | None = Field(
+        None,
+        ge=0,
+        description="linear warm-up over this many steps of each stage, whatever the budget "
+        "(replaces warmup_fraction; the paper: 10000). Longer than a short run, the rate never "
+        "reaches its peak: the paper's first steps. Left out of a run's id while unset",
+    )
     schedule: Literal["linear", "cosine", "constant"] = Field(
         "linear", description="decay after warm-up: linear to zero (BERT, ELECTRA), cosine, none"
     )

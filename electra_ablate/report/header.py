@@ -14,6 +14,7 @@ from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.infra.identity import REPORTING_FIELDS
+from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.objective import params_departures
 from electra_ablate.report.markdown import (
     NO_VALUE,
@@ -27,6 +28,7 @@ from electra_ablate.report.markdown import (
 from electra_ablate.study.packs import RUN_RECORD_KEYS, data_fingerprints
 
 PAPER_DROPOUT = 0.1
+PAPER_WARMUP_STEPS = 10_000
 
 
 def deviations(spec: Mapping[str, Any]) -> list[str]:
@@ -49,6 +51,11 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
             f"output biases of the {', '.join(kinds)} heads start at the data's priors{note} "
             "(the original code: zero)"
         )
+    warmup = pretrain.get("warmup_steps")
+    if warmup != PAPER_WARMUP_STEPS:
+        fraction = pretrain.get("warmup_fraction", PretrainSpec().warmup_fraction)
+        over = f"{warmup:,} steps" if warmup is not None else f"{fraction:.0%} of each run's steps"
+        out.append(f"learning-rate warm-up over {over} (the paper: {PAPER_WARMUP_STEPS:,} steps)")
     if pretrain.get("schedule", "linear") != "linear":
         out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
     device = spec.get("device", "auto")

@@ -150,7 +150,8 @@ class Study:
             "objective": entry.name,
             "params": objective.params.model_dump(),
             "backbone": backbone.model_dump(),
-            "pretrain": spec.pretrain.model_dump(exclude=set(IDENTITY_EXCLUDED)),
+            # an option left unset (None) stays out, so adding one never changes earlier ids
+            "pretrain": spec.pretrain.model_dump(exclude=set(IDENTITY_EXCLUDED), exclude_none=True),
             "budget_flops": budget,
             "convention": spec.budget.convention,
             "checkpoints": sorted(spec.budget.checkpoints),

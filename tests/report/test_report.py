@@ -385,7 +385,8 @@ def test_header_shows_provenance_recipe_deviations_budget_and_caps(text):
         "lr=0.0003",
         "| Output biases | data priors for the mlm heads, zero elsewhere (an opt-in deviation) |",
         "| Deviations from the paper | dropout 0 in pre-training (the paper: 0.1); output biases "
-        "of the mlm heads start at the data's priors (the original code: zero) |",
+        "of the mlm heads start at the data's priors (the original code: zero); learning-rate "
+        "warm-up over 1% of each run's steps (the paper: 10,000 steps) |",
         "cola: capped at 1,000 examples (1,000 used)",
         "mrpc: full training set (3,668 examples), dev set capped at 200 examples",
     ):

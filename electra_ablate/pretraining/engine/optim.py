@@ -40,7 +40,7 @@ def learning_rate(plan: RunPlan, step: int, spec: PretrainSpec) -> float:
     stage = plan.stage_of(step)
     steps = plan.stage_steps[stage]
     t = step - plan.stage_start(stage)
-    warmup = max(1, round(spec.warmup_fraction * steps)) if spec.warmup_fraction > 0 else 0
+    warmup = warmup_steps(spec, steps)
     if t < warmup:
         return spec.learning_rate * (t + 1) / warmup
     if spec.schedule == "constant":
@@ -49,3 +49,11 @@ def learning_rate(plan: RunPlan, step: int, spec: PretrainSpec) -> float:
     if spec.schedule == "cosine":
         return spec.learning_rate * 0.5 * (1.0 + math.cos(math.pi * progress))
     return spec.learning_rate * max(0.0, (steps - t) / max(1, steps - warmup))
+
+
+def warmup_steps(spec: PretrainSpec, steps: int) -> int:
+    """The warm-up of a stage of ``steps`` steps: ``warmup_steps`` where given (the paper's
+    absolute 10,000, which a short run never finishes), else ``warmup_fraction`` of them."""
+    if spec.warmup_steps is not None:
+        return spec.warmup_steps
+    return max(1, round(spec.warmup_fraction * steps)) if spec.warmup_fraction > 0 else 0
