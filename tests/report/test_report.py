@@ -581,7 +581,7 @@ def test_an_objectives_params_away_from_the_paper_are_deviations_declared_by_the
             {"name": "two_stage", "label": "2stage", "params": {"split_by": "flops"}},
             {"name": "two_stage", "label": "paper", "params": {"split_by": "steps"}},
             {"name": "not_installed_here", "params": {"split_by": "flops"}},
-        ]
+        ],
     }
     assert deviations(spec) == ["`2stage`: split_by flops (the paper: steps)"]
 
