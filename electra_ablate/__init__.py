@@ -13,6 +13,7 @@ is ``electra_ablate.infra.layers.LAYERS``; ``tests/test_layout.py`` holds every 
 - ``analysis``: results tables, statistics, the paper's claims;
 - ``study``: a spec run as units, jobs and tables; folders checked, bundled, packed, merged;
 - ``report``: ``report.md``, figures and comparisons;
+- ``api``: the stable face for notebooks: a study's numbers and figures as its report makes them;
 - ``plugin``: the one face for plugin authors;
 - ``objectives``: the built-in objectives, one file each (the repository's ``objectives/``);
 - ``commands`` and ``cli``: the ``ablate`` command, thin adapters over the wings.

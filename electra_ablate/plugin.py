@@ -19,6 +19,9 @@ move without breaking plugins (their old import paths warn for one minor version
   ``available_tasks`` and ``get_task``;
 - the contracts as checks: ``check_objective`` and ``check_task`` (what ``ablate check`` runs),
   the rules they run (``RULES``, ``TASK_RULES``) and the ``ContractError`` a broken one raises;
+- the tracker contract, for a package that adds an experiment tracker through the
+  ``electra_ablate.trackers`` entry-point group: ``Tracker``, ``TrackerRun`` and the
+  ``TrackedUnit`` a tracker opens a run for;
 - the errors a plugin raises so that the CLI prints one ``error:`` line with the right exit
   code: ``InputError`` and ``DataError`` (the user's to fix: exit 2), ``AblateError`` (a
   failure while running: exit 1).
@@ -51,6 +54,7 @@ from electra_ablate.evaluation.task import (
     get_task,
 )
 from electra_ablate.infra.errors import AblateError, DataError, InputError
+from electra_ablate.infra.tracking.protocol import TrackedUnit, Tracker, TrackerRun
 from electra_ablate.pretraining.components import (
     Corruption,
     Detection,
@@ -140,6 +144,9 @@ __all__ = [
     "Task",
     "TaskFamily",
     "TaskSettings",
+    "TrackedUnit",
+    "Tracker",
+    "TrackerRun",
     "UnigramGenerator",
     "Vocab",
     "available_objectives",

@@ -14,6 +14,7 @@ from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.tracking import Tracking
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import Distributed, PretrainRun, Trainer, plan_run
 from electra_ablate.pretraining.flops import stage_step_flops
@@ -63,12 +64,14 @@ def make_trainer(
     train_batches: Any = None,
     heldout_batches: Any = "synthetic",
     checkpoints: tuple[float, ...] = (0.5, 1.0),
+    tracking: Tracking | None = None,
     **spec_overrides: Any,
 ) -> Trainer:
     """A ``Trainer`` as ``ablate run`` builds one: the weights initialised on the CPU from seed
     0 (the same whatever the device), then moved to ``device``. ``train_batches`` default to
     ``SyntheticBatches``; ``heldout_batches`` to another seed of them (None: no held-out split);
-    ``spec_overrides`` replace the small recipe below."""
+    ``tracking``: the trackers its rows go to; ``spec_overrides`` replace the small recipe
+    below."""
     torch.manual_seed(0)
     objective = build_objective(objective_name, backbone, params or {}, UNIFORM)
     recipe = dict(log_every=2, eval_batches=1, learning_rate=1e-3, warmup_fraction=0.2)
@@ -91,6 +94,7 @@ def make_trainer(
         ),
         tokenizer_dir=tokenizer_dir,
         meta={"objective": objective_name},
+        tracking=tracking,
     )
     return Trainer(objective, run, torch.device(device), progress=False)
 

@@ -285,6 +285,12 @@ def with_intervals(scores: pl.DataFrame, intervals: pl.DataFrame) -> pl.DataFram
     return scores.join(intervals, on=keys, how="left")
 
 
+def family_scores_with_intervals(results: pl.DataFrame) -> pl.DataFrame:
+    """``family_scores`` with each row's 95% CI and seed counts (``score_intervals``): every
+    score a report prints, draws or writes into ``summary.csv``."""
+    return with_intervals(family_scores(results), score_intervals(results))
+
+
 def summary_table(scores: pl.DataFrame, families: Sequence[str] | None = None) -> pl.DataFrame:
     """``summary.csv``: per objective entry and checkpoint, each family's score per model:
     ``<family>_median``, ``_min``, ``_max``, the number of models (``n``), and, where ``scores``

@@ -36,11 +36,13 @@ median-based scores at 3 seeds (0.97–1.00), and about the percentile interval 
 ``interval="percentile"`` gives the plain percentile interval. The coverages are measured on
 simulated studies by ``bench/stats_coverage.py`` (``bench/RESULTS.md``).
 
-Example, on the tables a study writes (``results.read_results``), for the GLUE family's
-per-model score at the last checkpoint::
+A notebook gets these numbers exactly as a report prints them from ``electra_ablate.api``
+(``scores``, ``differences``, ``claims``: the stable face). This module's own use, on the tables
+a study writes (``results.read_results``), for the GLUE family's per-model score at the last
+checkpoint::
 
     import polars as pl
-    from electra_ablate import stats
+    from electra_ablate.analysis import stats
     from electra_ablate.analysis.results import final_fraction, read_results
 
     results = read_results(Path("runs/objectives"))
@@ -505,6 +507,39 @@ def score_table(scores: Sequence[Score]) -> pl.DataFrame:
             "score": pl.Float64,
             "ci_low": pl.Float64,
             "ci_high": pl.Float64,
+            "n_pretrain": pl.Int64,
+            "n_finetune": pl.Int64,
+        },
+    )
+
+
+def difference_table(differences: Sequence[Difference]) -> pl.DataFrame:
+    """One row per pair: ``a, b, difference, ci_low, ci_high, se, dof, paired, n_pretrain,
+    n_finetune`` (``a`` minus ``b``)."""
+    import polars as pl
+
+    return pl.DataFrame(
+        {
+            "a": [d.label_a for d in differences],
+            "b": [d.label_b for d in differences],
+            "difference": [d.value for d in differences],
+            "ci_low": [d.ci_low for d in differences],
+            "ci_high": [d.ci_high for d in differences],
+            "se": [d.se for d in differences],
+            "dof": [d.dof for d in differences],
+            "paired": [d.paired for d in differences],
+            "n_pretrain": [d.n_pretrain for d in differences],
+            "n_finetune": [d.n_finetune for d in differences],
+        },
+        schema={
+            "a": pl.String,
+            "b": pl.String,
+            "difference": pl.Float64,
+            "ci_low": pl.Float64,
+            "ci_high": pl.Float64,
+            "se": pl.Float64,
+            "dof": pl.Int64,
+            "paired": pl.Boolean,
             "n_pretrain": pl.Int64,
             "n_finetune": pl.Int64,
         },

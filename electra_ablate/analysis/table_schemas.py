@@ -4,6 +4,10 @@ Defined with pyarrow, not polars, because the tables are written on the job path
 (``electra_ablate.study.tables``), which must run on a GPU node that has pyarrow but no polars;
 ``electra_ablate.analysis.results`` reads them with polars under the same schemas
 (``results.RESULTS_SCHEMA`` and ``results.RUNS_SCHEMA`` are these, converted).
+
+A column added here is documented in ``docs/outputs.md`` ("The tables"), with its meaning and
+units: ``tests/analysis/test_table_docs.py`` fails until it is. ``pretrain_metrics.parquet``
+has no schema here: its columns are the keys of the runs' logged rows.
 """
 
 from __future__ import annotations

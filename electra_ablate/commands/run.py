@@ -41,7 +41,9 @@ def register(app: typer.Typer) -> None:
             None, "--progress/--no-progress", help="default: a live line on a terminal"
         ),
         tensorboard: bool = typer.Option(
-            False, "--tensorboard", help="log every metric to <run>/tensorboard too (the extra)"
+            False,
+            "--tensorboard",
+            help="add tensorboard to the spec's `tracking`: every metric in <unit>/tensorboard",
         ),
         reuse: bool = typer.Option(
             True,
@@ -113,8 +115,8 @@ def register(app: typer.Typer) -> None:
 
             use_bundle(data_bundle)
         overrides = parse_set_options(set_)
-        if tensorboard:  # a reporting switch: not part of any run's identity
-            overrides["pretrain.tensorboard"] = True
+        if tensorboard:  # a tracker: not part of any run's identity
+            overrides["tracking"] = with_tracker(spec_path, overrides, "tensorboard")
         part = parse_shard(shard) if shard is not None else None
         if launcher is None and (no_wait or partition or account or sbatch):
             raise InputError("--no-wait, --partition, --account and --sbatch need --launcher")
@@ -168,6 +170,18 @@ def register(app: typer.Typer) -> None:
                 shard=part,
                 launcher=options,
             )
+
+
+def with_tracker(spec_path: Path, overrides: dict, tracker: str) -> object:
+    """The spec's ``tracking`` (as ``--set`` or the file gives it) with ``tracker`` added; a
+    value that is no list is left for validation to name."""
+    from electra_ablate.study.spec import read_yaml
+
+    given = overrides.get("tracking", read_yaml(spec_path).get("tracking")) or []
+    given = [given] if isinstance(given, str) else given
+    if not isinstance(given, list) or tracker in given:
+        return given
+    return [*given, tracker]
 
 
 def print_plan(

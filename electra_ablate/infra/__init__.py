@@ -9,7 +9,10 @@
 - ``identity``: what enters a run id and a job id (``config_hash``, ``IDENTITY_EXCLUDED``);
 - ``tables``: terminal tables that never cut a name;
 - ``progress``: progress lines on stderr (live on a terminal, plain in logs);
-- ``entry_points``: the installed objectives and task families, scanned once per process;
+- ``entry_points``: the installed objectives, task families and trackers, scanned once per
+  process;
+- ``tracking``: the experiment trackers a spec names (TensorBoard, W&B, MLflow, a third
+  party's), each behind one fail-safe face;
 - ``faces``: package faces that import a re-exported name's module on first use;
 - ``layers``: the wings in layer order, which ``tests/test_layout.py`` holds the imports to;
 - ``moved``: the pre-0.3 module paths, still importable with a ``DeprecationWarning``.

@@ -18,7 +18,9 @@ REPORTING_FIELDS = frozenset(
     {"seeds", "log_every", "eval_batches", "resume_every", "num_threads", "tensorboard"}
 )
 """``pretrain`` fields that say how a run reports (or on how many threads), not what it learns:
-left out of its id and of a report's recipe (``electra_ablate.report.header``)."""
+left out of its id and of a report's recipe (``electra_ablate.report.header``). ``tensorboard``
+is retired (the spec's top-level ``tracking`` names the trackers, in no id at all), but the
+``study.json`` of a study run before still holds it."""
 
 RUNNING_FIELDS = frozenset({"deterministic", "precision", "compile"})
 """``pretrain`` fields that say how a run runs, not what it learns: left out of its id, but a

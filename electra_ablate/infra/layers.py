@@ -2,9 +2,10 @@
 
 A module imports its own wing and the wings below it, never a wing above, and no import circles
 back; ``tests/test_layout.py`` reads every import of the package and holds it to this order.
-Subpackages are a wing's own (``evaluation.glue`` is ``evaluation``); ``plugin`` and ``cli`` are
-the modules ``plugin.py`` and ``cli.py`` (with ``__main__.py``); ``objectives`` is the
-repository's ``objectives/`` folder, installed as ``electra_ablate.objectives``.
+Subpackages are a wing's own (``evaluation.glue`` is ``evaluation``); ``api``, ``plugin`` and
+``cli`` are the modules ``api.py``, ``plugin.py`` and ``cli.py`` (with ``__main__.py``);
+``objectives`` is the repository's ``objectives/`` folder, installed as
+``electra_ablate.objectives``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ LAYERS: tuple[str, ...] = (
     "analysis",
     "study",
     "report",
+    "api",
     "plugin",
     "objectives",
     "commands",

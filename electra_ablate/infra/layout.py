@@ -9,7 +9,8 @@
   runs.parquet                      one row per pre-training run with its status
   pretrain_metrics.parquet          the runs' logged metrics
   pretrain/<label>-s<seed>-<id>/    one pre-training run:
-    run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log, tensorboard/
+    run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log,
+    tracking.json, tensorboard/     what each tracker has been sent; TensorBoard's files
     states/step-<n>/                resumable training state (checksummed)
     kept/<fraction>/                the kept encoder at a budget fraction (checksummed): what
                                     `ablate finetune` and `ablate export` take
@@ -17,7 +18,7 @@
   baseline/<label>-<id>/kept/0/     the freshly initialised encoder of the no-pre-training
                                     baseline (fine-tuned like any checkpoint)
   reference/<name>-<id>/            a task's reference scorer (no encoder); only its
-                                    tensorboard/ when asked for
+                                    tracking.json and tensorboard/ when tracked
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
   report/                           what `ablate report` writes
   pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
@@ -77,6 +78,11 @@ class RunLayout:
     @property
     def tensorboard(self) -> Path:
         return self.root / "tensorboard"
+
+    @property
+    def tracking(self) -> Path:
+        """What the trackers of the study's ``tracking`` have been sent (``infra.tracking``)."""
+        return self.root / "tracking.json"
 
     @property
     def states(self) -> Path:

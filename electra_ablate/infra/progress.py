@@ -1,5 +1,7 @@
 """Progress on stderr: a live rich line on a terminal, plain lines when stderr is a pipe (CI logs,
-``nohup``), nothing at all when turned off (a worker process, whose parent reports for it)."""
+``nohup``), nothing at all when turned off (a worker process, whose parent reports for it); and
+the one-line ``warning:`` every wing prints there (here, at the bottom, so that the trackers in
+``infra.tracking`` warn as the study does)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,11 @@ def progress_mode(enabled: bool | None = None) -> ProgressMode:
     if enabled is False:
         return "off"
     return "live" if sys.stderr.isatty() else "plain"
+
+
+def warn(message: str) -> None:
+    """One line on stderr, above any progress line."""
+    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def format_duration(seconds: float) -> str:

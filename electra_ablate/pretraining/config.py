@@ -61,9 +61,6 @@ class PretrainSpec(BaseModel):
     num_threads: int | None = Field(
         None, gt=0, description="torch threads (default: torch's); split among --workers"
     )
-    tensorboard: bool = Field(
-        False, description="also log every metric to <run>/tensorboard (needs the extra)"
-    )
     deterministic: bool = Field(
         False,
         description="deterministic CUDA kernels, so that a resumed run ends with the weights of "

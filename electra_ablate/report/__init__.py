@@ -10,6 +10,9 @@
 - ``pretraining``: the diagnostics of every run (learning speed, nats learnt, AUC);
 - ``plots``: the figures; ``markdown``: tables and numbers as markdown;
 - ``compare``: ``ablate compare``, the same objectives across studies.
+
+A notebook gets the report's numbers and figures from ``electra_ablate.api``, the stable face;
+the modules here may move between versions.
 """
 
 from electra_ablate.report.compare import write_comparison

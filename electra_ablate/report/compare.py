@@ -34,11 +34,9 @@ from electra_ablate.analysis.efficiency import Efficiency, crossover_table, mult
 from electra_ablate.analysis.results import (
     evaluated_only_at_start,
     families_in_order,
-    family_scores,
+    family_scores_with_intervals,
     final_fraction,
     ordered_tasks,
-    score_intervals,
-    with_intervals,
 )
 from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.infra.errors import InputError
@@ -91,7 +89,7 @@ def study_names(sources: Sequence[StudyTables]) -> list[str]:
 def scored(source: StudyTables) -> pl.DataFrame:
     """The study's per-checkpoint scores with their intervals, every family."""
     assert source.results is not None
-    return with_intervals(family_scores(source.results), score_intervals(source.results))
+    return family_scores_with_intervals(source.results)
 
 
 def distinct_folders(folders: Sequence[Path]) -> list[Path]:

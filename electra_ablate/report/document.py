@@ -11,10 +11,12 @@ and when each model left its prior. An author's reading goes in through ``--note
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import polars as pl
+from matplotlib.figure import Figure
 
 from electra_ablate.analysis import paper
 from electra_ablate.analysis.efficiency import crossover_table, multiplier_table
@@ -22,16 +24,15 @@ from electra_ablate.analysis.results import (
     checkpoint_values,
     families_in_order,
     family_scores,
+    family_scores_with_intervals,
     final_fraction,
     labels_in_order,
     of_family,
     paper_scores,
     pretraining_only_summary,
     probe_summary,
-    score_intervals,
     summary_table,
     task_scores,
-    with_intervals,
 )
 from electra_ablate.evaluation.task import TaskFamily, describe_family
 from electra_ablate.infra.errors import InputError
@@ -57,9 +58,10 @@ from electra_ablate.report.header import header
 from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
     objective_colors,
-    plot_pretrain_curves,
     plot_scores_vs_flops,
     plot_task_scores,
+    pretrain_curves_figure,
+    save_figure,
 )
 from electra_ablate.report.pretraining import (
     DIAGNOSTICS_FILE,
@@ -105,15 +107,11 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     keep_notes(notes, out_dir)
     sections = [header(study, run_dir, results, runs, tables_note(kept, out_dir))]
     first_scores, families = None, []
-    objective_of = objectives_by_label(results, runs, metrics)
-    colors = objective_colors(
-        {x: objective_of.get(x, x) for x in labels if objective_of.get(x) != BASELINE_OBJECTIVE}
-    )
+    colors = label_colors(labels, results, runs, metrics)
     if pretrained is not None and pretrained.is_empty():  # every run failed or is pending
         sections.append(nothing_finished_section(runs))
     elif results is not None:
-        intervals = score_intervals(results)
-        scores = with_intervals(family_scores(results), intervals)
+        scores = family_scores_with_intervals(results)
         papers, tasks = paper_scores(results), task_scores(results)
         final = final_fraction(results)
         order = families_in_order(results)
@@ -163,8 +161,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if discussion:
             sections.append(discussion)
     if metrics is not None and metrics.height:
-        panels = curve_panel_specs(metrics)
-        plot_pretrain_curves(metrics, curve_colors(metrics, colors), out_dir, panels, SMOOTHING)
+        save_figure(curves_figure(metrics, colors), out_dir, "pretrain_curves")
         final_scores = None
         if first_scores is not None:
             family, values = first_scores
@@ -203,6 +200,29 @@ def tables_note(kept: list[str], out_dir: Path) -> str:
     if missing:
         text += f" (the study wrote no {', '.join(f'`{n}`' for n in missing)})"
     return text
+
+
+def label_colors(
+    labels: Sequence[str],
+    results: pl.DataFrame | None,
+    runs: pl.DataFrame | None,
+    metrics: pl.DataFrame | None,
+) -> dict[str, tuple[float, ...]]:
+    """Each label's colour in every figure of the report, in the order of ``labels``
+    (``ordered_labels``: the legends' order); the no-pre-training baseline has none (it is
+    drawn grey)."""
+    objective_of = objectives_by_label(results, runs, metrics)
+    return objective_colors(
+        {x: objective_of.get(x, x) for x in labels if objective_of.get(x) != BASELINE_OBJECTIVE}
+    )
+
+
+def curves_figure(metrics: pl.DataFrame, colors: Mapping[str, tuple]) -> Figure:
+    """The report's ``pretrain_curves`` figure: a panel per diagnostic a run logged, its lines
+    coloured by ``colors`` (``label_colors``), or by variant in a study with variants."""
+    return pretrain_curves_figure(
+        metrics, curve_colors(metrics, colors), curve_panel_specs(metrics), SMOOTHING
+    )
 
 
 def objectives_by_label(*frames: pl.DataFrame | None) -> dict[str, str]:

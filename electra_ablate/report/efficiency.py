@@ -248,9 +248,25 @@ def plot_efficiency(
     colors: Mapping[str, tuple],
     out_dir,
 ) -> str | None:
-    """``<family>_efficiency``: a row per pair of pre-trained objectives: both curves with
-    their 95% CI bands and the crossover marked (left), the multiplier of each over the other
-    against budget (right, log scale). None when there is no pair."""
+    """``efficiency_figure`` saved as ``<family>_efficiency``; returns that stem, or None when
+    there is no pair to draw."""
+    fig = efficiency_figure(found, family, scores, colors)
+    if fig is None:
+        return None
+    stem = f"{family.name}_efficiency"
+    save_figure(fig, out_dir, stem)
+    return stem
+
+
+def efficiency_figure(
+    found: Efficiency,
+    family: TaskFamily,
+    scores: pl.DataFrame,
+    colors: Mapping[str, tuple],
+) -> Figure | None:
+    """A row per pair of pre-trained objectives: both curves with their 95% CI bands and the
+    crossover marked (left), the multiplier of each over the other against budget (right, log
+    scale). None when there is no pair."""
     trained = [label for label, c in found.curves.items() if not c.flat and len(c.flops) > 1]
     pairs = list(combinations(trained, 2))
     if not pairs:
@@ -278,9 +294,7 @@ def plot_efficiency(
         flops_axis(right, sorted({m.flops for m in found.multipliers if m.a in (a, b)}))
     for ax in axes[-1]:
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
-    stem = f"{family.name}_efficiency"
-    save_figure(fig, out_dir, stem)
-    return stem
+    return fig
 
 
 def mark_crossover(ax: Axes, c: Crossover) -> None:

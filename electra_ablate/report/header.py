@@ -1,5 +1,6 @@
 """The report's first table: what ran, on what, with which recipe, and every way it departs from
-the paper, read from ``study.json`` (the resolved spec, and each variant's)."""
+the paper (``analysis.deviations``), read from ``study.json`` (the resolved spec, and each
+variant's)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,11 @@ from typing import Any
 
 import polars as pl
 
+from electra_ablate.analysis.deviations import deviations, evaluation_blocks, fine_tuning_blocks
 from electra_ablate.analysis.results import ordered_tasks
 from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.infra.identity import REPORTING_FIELDS
-from electra_ablate.pretraining.config import PretrainSpec
-from electra_ablate.pretraining.objective import params_departures
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -26,68 +25,6 @@ from electra_ablate.report.markdown import (
     table,
 )
 from electra_ablate.study.packs import RUN_RECORD_KEYS, data_fingerprints
-
-PAPER_DROPOUT = 0.1
-PAPER_WARMUP_STEPS = 10_000
-
-
-def deviations(spec: Mapping[str, Any]) -> list[str]:
-    """How one resolved spec departs from the paper and the original code (docs/design.md);
-    the CPU-scale size, budget and caps are stated elsewhere in the header."""
-    out = []
-    overrides = spec.get("backbone", {}).get("overrides", {}) or {}
-    backbone = preset(spec.get("backbone", {}).get("preset", "tiny")).with_overrides(**overrides)
-    if backbone.layer_norm == "pre":
-        out.append("pre-LN encoder (the paper: post-LN)")
-    for field, name in (("dropout", "dropout"), ("attention_dropout", "attention dropout")):
-        value = getattr(backbone, field)
-        if value != PAPER_DROPOUT:
-            out.append(f"{name} {value:g} in pre-training (the paper: {PAPER_DROPOUT:g})")
-    pretrain = spec.get("pretrain", {})
-    kinds = pretrain.get("prior_bias") or []
-    if kinds:
-        note = " (so the generator starts as a unigram sampler)" if "generator" in kinds else ""
-        out.append(
-            f"output biases of the {', '.join(kinds)} heads start at the data's priors{note} "
-            "(the original code: zero)"
-        )
-    warmup = pretrain.get("warmup_steps")
-    if warmup != PAPER_WARMUP_STEPS:
-        fraction = pretrain.get("warmup_fraction", PretrainSpec().warmup_fraction)
-        over = f"{warmup:,} steps" if warmup is not None else f"{fraction:.0%} of each run's steps"
-        out.append(f"learning-rate warm-up over {over} (the paper: {PAPER_WARMUP_STEPS:,} steps)")
-    if pretrain.get("schedule", "linear") != "linear":
-        out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
-    device = spec.get("device", "auto")
-    for where, precision in (("pre-training", pretrain.get("precision", "auto")),) + tuple(
-        ("fine-tuning", (block.get("recipe") or {}).get("precision", "auto"))
-        for block in fine_tuning_blocks(evaluation_blocks(spec))
-    ):
-        if precision == "auto" and device == "cuda":
-            precision = "bf16"  # what auto resolves to there (engine.precision)
-        if precision in ("bf16", "fp16"):
-            out.append(f"{where} matrix products in {precision} autocast (the original code: fp32)")
-    for entry in spec.get("objectives", []):
-        label = entry.get("label") or entry.get("name")
-        for departure in params_departures(entry.get("name", ""), entry.get("params") or {}):
-            out.append(f"`{label}`: {departure}")
-    for finetune in evaluation_blocks(spec):
-        paper, ours = FinetuneRecipe(), FinetuneRecipe.model_validate(finetune.get("recipe", {}))
-        for task in finetune.get("tasks", []):
-            if ours.epochs_for(task) != paper.epochs_for(task):
-                out.append(
-                    f"{task} fine-tuned for {epochs(ours.epochs_for(task))} "
-                    f"(the paper: {paper.epochs_for(task)})"
-                )
-        for field in ("lr", "layer_decay", "batch_size", "warmup_fraction", "weight_decay"):
-            mine, theirs = getattr(ours, field), getattr(paper, field)
-            if mine != theirs:
-                out.append(f"fine-tuning {field} {mine} (the paper: {theirs})")
-    return out
-
-
-def epochs(n: int) -> str:
-    return f"{n} epoch" if n == 1 else f"{n} epochs"
 
 
 def backbone_max_len(study: Mapping[str, Any]) -> int | None:
@@ -116,22 +53,6 @@ def recipe_text(block: Mapping[str, Any], max_len: int | None) -> str:
             f"{max_len} (the recipe's {asked}, capped by the backbone's max_seq_len)"
         )
     return inline(recipe)
-
-
-def evaluation_blocks(spec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The spec's ``finetune`` and ``evaluation`` sections that are set (``StudySpec``'s)."""
-    return [block for block in (spec.get("finetune"), spec.get("evaluation")) if block]
-
-
-def fine_tuning_blocks(blocks: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The blocks a fine-tuning recipe applies to: those with a task that fine-tunes (or with
-    no task list, GLUE's default). A block of probes only carries the default recipe unused."""
-    fine_tuning = []
-    for block in blocks:
-        tasks = list(block.get("tasks") or [])
-        if not tasks or len(probe_tasks(tasks)) < len(tasks):
-            fine_tuning.append(block)
-    return fine_tuning
 
 
 def deviations_text(study: Mapping[str, Any]) -> str:

@@ -2,7 +2,10 @@
 
 Figures are built on ``matplotlib.figure.Figure`` directly, so no pyplot state or interactive
 backend is involved; PNGs go through Agg. The x-axis is always cumulative pre-training FLOPs in
-the paper's convention on a log scale, as in the ELECTRA paper's figures.
+the paper's convention on a log scale, as in the ELECTRA paper's figures. Each figure is built
+by a ``*_figure`` function that returns it: the report saves it (``save_figure``, or a
+``plot_*`` function that does both) and ``electra_ablate.api`` hands it to a notebook, so a
+notebook's figure is the report's.
 """
 
 from __future__ import annotations
@@ -203,8 +206,13 @@ def median_with_band(
 def plot_scores_vs_flops(
     family: TaskFamily, scores: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
 ) -> list[Path]:
-    """One family's score per model against pre-training FLOPs (``<family>_vs_flops``), with
-    its 95% CI as a band; the legend sits beside the axes, never over a line."""
+    """``scores_figure`` saved as ``<family>_vs_flops``."""
+    return save_figure(scores_figure(family, scores, colors), out_dir, f"{family.name}_vs_flops")
+
+
+def scores_figure(family: TaskFamily, scores: pl.DataFrame, colors: Mapping[str, tuple]) -> Figure:
+    """One family's score per model against pre-training FLOPs, with its 95% CI as a band; the
+    legend sits beside the axes, never over a line."""
     fig = Figure(figsize=(7.6, 4.4), layout="constrained")
     ax = fig.subplots()
     band = band_columns(scores)
@@ -214,14 +222,21 @@ def plot_scores_vs_flops(
     ax.set_ylabel(f"{family.aggregate} (median per model)")
     ax.set_title(what, fontsize="small")
     fig.legend(loc="outside right upper", fontsize="small")
-    return save_figure(fig, out_dir, f"{family.name}_vs_flops")
+    return fig
 
 
 def plot_task_scores(
     family: TaskFamily, tasks: pl.DataFrame, colors: Mapping[str, tuple], out_dir: Path
 ) -> list[Path]:
-    """One panel per task of the family, its headline metric against pre-training FLOPs
-    (``<family>_tasks_vs_flops``)."""
+    """``task_scores_figure`` saved as ``<family>_tasks_vs_flops``."""
+    figure = task_scores_figure(family, tasks, colors)
+    return save_figure(figure, out_dir, f"{family.name}_tasks_vs_flops")
+
+
+def task_scores_figure(
+    family: TaskFamily, tasks: pl.DataFrame, colors: Mapping[str, tuple]
+) -> Figure:
+    """One panel per task of the family, its headline metric against pre-training FLOPs."""
     headline = tasks.filter(pl.col("headline"))
     names = ordered_tasks(headline["task"].to_list())
     constant = constant_tasks(tasks, float(tasks["checkpoint_fraction"].max()))
@@ -252,7 +267,7 @@ def plot_task_scores(
             Line2D([], [], color=BASELINE_COLOR, linestyle="--", label="no pre-training")
         )
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 4))
-    return save_figure(fig, out_dir, f"{family.name}_tasks_vs_flops")
+    return fig
 
 
 def keep_flat_flat(ax: Axes) -> None:
@@ -294,13 +309,12 @@ def base_label(label: str) -> str:
     return label.rsplit("@", 1)[0]
 
 
-def plot_pretrain_curves(
+def pretrain_curves_figure(
     metrics: pl.DataFrame,
     colors: Mapping[str, tuple],
-    out_dir: Path,
     panels: Sequence[tuple[str, str]],
     smoothing: int,
-) -> list[Path]:
+) -> Figure:
     """Training curves smoothed over ``smoothing`` logged points (solid) and held-out values
     at the checkpoints (dots), one line per run, in the panels ``curve_panels`` chooses."""
     logged = metrics.filter(pl.col("flops_paper") > 0).sort(["run_id", "split", "step"])
@@ -339,4 +353,4 @@ def plot_pretrain_curves(
         Line2D([], [], color="black", linestyle="", marker="o", label="held-out"),
     ]
     fig.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 5))
-    return save_figure(fig, out_dir, "pretrain_curves")
+    return fig

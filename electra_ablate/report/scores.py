@@ -132,6 +132,22 @@ def constant_note(constant: dict[str, float], family: TaskFamily, tasks: pl.Data
     )
 
 
+def baseline_label(scores: pl.DataFrame) -> str | None:
+    """The label of a family's no-pre-training baseline (``scores``: that family's
+    ``family_scores``); None unless there is exactly one."""
+    baselines = scores.filter(pl.col("objective") == BASELINE_OBJECTIVE)
+    return baselines.row(0, named=True)["label"] if baselines.height == 1 else None
+
+
+def compared_labels(scores: pl.DataFrame, final: float) -> list[str]:
+    """The labels a family's pairs table compares, in its order: the pre-trained ones best
+    first at ``final`` (``results.ranking``), then the no-pre-training baseline. Reference
+    scorers are left out (they stand beside the curves, not in the ranking)."""
+    pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
+    baseline = baseline_label(scores)
+    return [*ranking(pretrained, final)["label"].to_list(), *([baseline] if baseline else [])]
+
+
 def final_section(
     family: TaskFamily,
     results: pl.DataFrame,
@@ -147,10 +163,8 @@ def final_section(
         return task_section(family, tasks, labels, final)
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
     unpretrained = set(evaluated_only_at_start(results))  # no pre-training, reference scorers
-    pretrained = scores.filter(pl.col("objective") != BASELINE_OBJECTIVE)
-    baselines = scores.filter(pl.col("objective") == BASELINE_OBJECTIVE)
-    baseline = baselines.row(0, named=True)["label"] if baselines.height == 1 else None
-    ranked = ranking(pretrained, final)
+    baseline = baseline_label(scores)
+    ranked = ranking(scores.filter(pl.col("objective") != BASELINE_OBJECTIVE), final)
     comparison = verdicts.compare(checkpoint_values(results, final))
     names = task_columns(tasks)
     headline = tasks.filter(pl.col("headline"))
@@ -244,9 +258,7 @@ def final_section(
     ):
         if note:
             parts.append(note)
-    pairs = verdicts.pairs_table(
-        [*ranked["label"].to_list(), *([baseline] if baseline else [])], comparison
-    )
+    pairs = verdicts.pairs_table(compared_labels(scores, final), comparison)
     if pairs.startswith("|"):
         parts += [
             f"Every pair's difference in median {title} per model, with its 95% CI (*paired*: "

@@ -214,12 +214,18 @@ def baseline_comparison(
     return " ".join(parts)
 
 
+def table_pairs(labels: Sequence[str], comparison: Comparison) -> list[stats.Difference]:
+    """Every pair's difference, each label against the ones after it in ``labels`` (those
+    without a score skipped): the rows of ``pairs_table``."""
+    present = [x for x in labels if x in comparison.scores]
+    return [comparison.difference(a, b) for a, b in combinations(present, 2)]
+
+
 def pairs_table(labels: Sequence[str], comparison: Comparison) -> str:
     """Every pair's difference, each label against the ones ranked below it."""
-    present = [x for x in labels if x in comparison.scores]
     rows = []
-    for a, b in combinations(present, 2):
-        d = comparison.difference(a, b)
+    for d in table_pairs(labels, comparison):
+        a, b = d.label_a, d.label_b
         rows.append(
             [
                 a,
@@ -255,11 +261,7 @@ def claims_section(
 ) -> str:
     """The paper's claims this study covers, each with our difference, its CI and the verdict;
     for each unresolved one, the seeds that would resolve it and the command that prices them."""
-    if runs is None or "params_json" not in runs.columns:
-        return ""
-    arms = paper.arms_from_runs(runs)
-    backbone = ((study.get("spec") or {}).get("backbone") or {}).get("preset")
-    found = paper.evaluate_claims(values, arms, score_aggregation(), backbone=backbone)
+    found = claim_verdicts(values, runs, study)
     if not found:
         return ""
     rows, plans = [], []
@@ -336,6 +338,19 @@ def claims_section(
             "\n".join(plans),
         ]
     return "\n\n".join(parts)
+
+
+def claim_verdicts(
+    values: pl.DataFrame, runs: pl.DataFrame | None, study: Mapping[str, Any]
+) -> list[paper.ClaimVerdict]:
+    """Each claim of the paper that the study's arms (``runs``) cover, tested on ``values``
+    (the claims family's aggregated rows at one checkpoint, ``results.checkpoint_values``);
+    none when the runs table does not record the arms' params."""
+    if runs is None or "params_json" not in runs.columns:
+        return []
+    arms = paper.arms_from_runs(runs)
+    backbone = ((study.get("spec") or {}).get("backbone") or {}).get("preset")
+    return paper.evaluate_claims(values, arms, score_aggregation(), backbone=backbone)
 
 
 def plan_command(

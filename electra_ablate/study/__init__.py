@@ -7,6 +7,7 @@
 - ``building``: what a unit is built from (``run.json``, its ``PretrainRun``, a baseline's kept
   encoder), shared by doing it and by repairing it;
 - ``execute``: doing one unit or job, recording its outcome;
+- ``tracked``: what the spec's trackers receive of each unit, one tracker run per unit;
 - ``records``: reading records back, setting damaged ones aside;
 - ``integrity``: finished work checked before a run builds on it, and repaired;
 - ``workers``: sharing units out to processes, with one progress line for the study;

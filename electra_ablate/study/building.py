@@ -16,6 +16,7 @@ from electra_ablate.data.batches import PackedBatches
 from electra_ablate.evaluation.run import EvaluationJob, fresh_kept
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.storage import atomic_write_text
+from electra_ablate.infra.tracking import Tracking
 from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.trainer import PretrainRun
 from electra_ablate.pretraining.objective import Objective
@@ -34,9 +35,11 @@ def pretrain_run(
     objective: Objective,
     layout: RunLayout,
     dist: Distributed | None = None,
+    tracking: Tracking | None = None,
 ) -> PretrainRun:
     """What the trainer needs to train ``unit`` into ``layout`` (its own folder, or a scratch
-    folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``)."""
+    folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``), with
+    the unit's open trackers where it trains for the study (a rebuild sends nothing)."""
     data, spec = study.data(unit.spec).data, unit.spec
     dist = dist or study.dist
     per_rank = spec.pretrain.batch_size // dist.world_size
@@ -49,6 +52,7 @@ def pretrain_run(
         heldout_batches=PackedBatches(data.heldout, per_rank, 0, dist.rank, dist.world_size),
         tokenizer_dir=data.tokenizer_dir,
         meta=run_meta(unit, objective),
+        tracking=tracking,
     )
 
 

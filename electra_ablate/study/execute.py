@@ -11,17 +11,14 @@ import json
 import shutil
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from electra_ablate.checkpoints.kept_files import kept_problem
 from electra_ablate.evaluation.run import EvaluationJob, run_job
-from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressMode
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.pretraining.engine.metrics_log import log_scalars
 from electra_ablate.pretraining.engine.trainer import Trainer
 from electra_ablate.study.building import (
     pretrain_run,
@@ -32,6 +29,7 @@ from electra_ablate.study.building import (
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, record_problem, warn
+from electra_ablate.study.tracked import open_tracking, track_unit
 from electra_ablate.study.units import (
     BASELINE_FRACTION,
     BaselineUnit,
@@ -61,7 +59,8 @@ def pretrain(
     layout.failed.unlink(missing_ok=True)
     dist = study.dist
     objective = study.build(unit)
-    run = pretrain_run(study, unit, objective, layout)
+    tracking = open_tracking(study, unit)  # connects when the first row is sent
+    run = pretrain_run(study, unit, objective, layout, tracking=tracking)
     trainer = Trainer(objective, run, study.device, dist, progress)
     try:
         summary = {"status": "done", "message": "", **trainer.train()}
@@ -73,6 +72,9 @@ def pretrain(
         if dist.is_main:
             atomic_write_text(layout.failed, json.dumps(summary))
         return summary
+    finally:
+        if tracking is not None:
+            tracking.close()
     if dist.is_main:
         atomic_write_text(layout.done, json.dumps(summary))
     return summary
@@ -133,7 +135,9 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
     return None
 
 
-NOT_REUSED = shutil.ignore_patterns("states", "rebuild", "*.lock", "*.corrupt-*")
+NOT_REUSED = shutil.ignore_patterns(
+    "states", "rebuild", "*.lock", "*.corrupt-*", "tracking.json"
+)  # what the other study's trackers were sent is that study's
 
 
 def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
@@ -165,26 +169,13 @@ def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     kept = None if job.reference is not None else load_study_kept(study, unit, job.fraction)
     record = run_job(job, study.device, kept=kept)
     atomic_write_text(path, json.dumps(record, indent=1))
-    if unit.spec.pretrain.tensorboard and record["status"] == "done":
-        log_finetune_scalars(unit.layout.tensorboard, record)
     return record
 
 
-def log_finetune_scalars(directory: Path, record: dict[str, Any]) -> None:
-    """A finished evaluation's metrics in the run's TensorBoard folder, at the pre-training
-    step of its checkpoint, tagged ``<family>/<task>/<metric>/seed<n>``, so GLUE (or any
-    family's) curves sit beside the pre-training ones."""
-    family = get_task(record["task"]).family
-    scalars = {
-        f"{family}/{record['task']}/{metric}/seed{record['seed']}": value
-        for metric, value in record["metrics"].items()
-        if metric not in RECORD_FIELDS
-    }
-    log_scalars(directory, scalars, record["step"])
-
-
 def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
-    """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone)."""
+    """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone);
+    then the spec's trackers get what of the unit they lack (``tracked.track_unit``): one
+    tracker run opened per unit and batch of evaluations, not one per job."""
     jobs = study.jobs(unit)
     todo = len(unfinished_jobs(study, jobs))
     if todo:
@@ -198,6 +189,7 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
                 f"{record['message']}"
             )
         records.append(record)
+    track_unit(study, unit, records)
     return records
 
 

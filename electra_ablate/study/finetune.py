@@ -47,7 +47,14 @@ from electra_ablate.evaluation.task import (
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.study.integrity import repair_kept_folder
-from electra_ablate.study.spec import FinetuneSpec, StudySpec, load_spec, parse_spec, task_settings
+from electra_ablate.study.spec import (
+    FinetuneSpec,
+    StudySpec,
+    load_spec,
+    parse_spec,
+    recorded_spec,
+    task_settings,
+)
 
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
 DEFAULT_SEEDS = "0"
@@ -103,7 +110,9 @@ def study_spec(spec: Path | None, kept: LoadedKept) -> StudySpec | None:
             return None
         spec_path = Path(recorded.get("spec_path") or study_json)
         spec_dir = spec_path.resolve().parent if spec_path.exists() else study_json.parent
-        loaded = parse_spec(recorded["spec"], spec_dir=spec_dir, source=str(study_json))
+        loaded = parse_spec(
+            recorded_spec(recorded["spec"]), spec_dir=spec_dir, source=str(study_json)
+        )
     label = str(kept.meta.get("label", ""))
     variants = dict(loaded.variant_specs())
     if None in variants:

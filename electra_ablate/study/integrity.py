@@ -57,7 +57,7 @@ from electra_ablate.study.records import (
     record_problem,
     warn,
 )
-from electra_ablate.study.spec import StudySpec
+from electra_ablate.study.spec import StudySpec, recorded_spec
 from electra_ablate.study.units import (
     BASELINE_FRACTION,
     BaselineUnit,
@@ -331,7 +331,7 @@ def repair_kept_folder(kept_dir: Path) -> bool:
     try:
         info = json.loads(info_path.read_text())
         spec_dir = Path(info.get("spec_path") or ".").parent
-        spec = StudySpec.model_validate({**info["spec"], "spec_dir": spec_dir})
+        spec = StudySpec.model_validate({**recorded_spec(info["spec"]), "spec_dir": spec_dir})
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(
             f"corrupt checkpoint {kept_dir}: {problem}, and it cannot be rebuilt: "

@@ -73,7 +73,7 @@ from electra_ablate.study.packs import (
     study_identity,
 )
 from electra_ablate.study.runner import PENDING_SUMMARY
-from electra_ablate.study.spec import parse_spec
+from electra_ablate.study.spec import parse_spec, recorded_spec
 from electra_ablate.study.tables import write_tables
 from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, Unit, variant_label
 
@@ -689,7 +689,7 @@ def is_folder(path: Path, folder: Path) -> bool:
 def recorded_study(base: Source, into: Path) -> Study:
     """The study as ``base``'s study.json records it, writing into ``into``: its spec resolved
     again (so a unit's variant spec and fine-tune settings are exactly the run's), no data."""
-    spec = parse_spec(base.study["spec"], source=f"{base.name}: study.json")
+    spec = parse_spec(recorded_spec(base.study["spec"]), source=f"{base.name}: study.json")
     spec_path = Path(base.study.get("spec_path") or ".")
     overrides = base.study.get("overrides") or {}
     return Study(spec, spec_path, into, "cpu", overrides, reuse=False)

@@ -56,11 +56,12 @@ NOT_THE_STUDY = (
     "pretrain.num_threads",
     "pretrain.tensorboard",
     "pretrain.resume_every",
+    "tracking",
 )
 """Spec fields that say where a study runs, not which study it is: prose, the device, the
 places the data lives on this machine (its contents are part of every run's and fine-tune's
-id, so other data shows up as other units) and how a machine runs it. Two shards, or two
-machines running the same spec, differ in nothing else."""
+id, so other data shows up as other units) and how a machine runs it or whom it tells (the
+trackers). Two shards, or two machines running the same spec, differ in nothing else."""
 
 
 # ------------------------------------------------------------------------------ the spec

@@ -13,22 +13,18 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from electra_ablate.infra.progress import warn as warn  # the study's warnings are infra's line
+
 # What each kind of record must hold to be used; anything less is damage.
 RUN_SUMMARY_KEYS = ("status",)
 FINETUNE_KEYS = ("status", "job_id", "task", "seed", "fraction")
 DONE_FINETUNE_KEYS = ("metrics", "step", "flops_paper", "flops_standard")
-
-
-def warn(message: str) -> None:
-    """One line on stderr, above any progress line."""
-    print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def record_problem(path: Path, required: tuple[str, ...]) -> tuple[dict | None, str | None]:

@@ -37,6 +37,7 @@ from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warni
 from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.tables import write_tables  # polars: only for the tables
+from electra_ablate.study.tracked import track_finished
 from electra_ablate.study.units import RunUnit, Unit
 from electra_ablate.study.workers import run_in_workers
 
@@ -156,6 +157,8 @@ def run_launched(
             "writes the tables from the jobs finished so far"
         )
         return True
+    for _, unit in plan:  # the jobs each evaluated part of a unit: its trackers get all here
+        track_finished(study, unit)
     write_collected(study, units, started, log)
     if failed:
         for line in failed:

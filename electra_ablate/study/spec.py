@@ -40,6 +40,7 @@ from electra_ablate.data.paths import resolve_path
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import TaskSettings, available_tasks, family_of, get_task
 from electra_ablate.infra.errors import AblateError, InputError, SpecError, did_you_mean
+from electra_ablate.infra.tracking.registry import tracker_problem
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.objective import (
     available_objectives,
@@ -300,8 +301,27 @@ class StudySpec(Strict):
     launcher: LauncherSpec = Field(
         default_factory=LauncherSpec, description="cluster resources for --launcher slurm"
     )
+    tracking: list[str] = Field(
+        default_factory=list,
+        description="experiment trackers that also receive every unit's curves and scores: "
+        "any of tensorboard, wandb, mlflow (each its extra), or a registered one; in no id",
+    )
 
     spec_dir: Path = Field(default=Path("."), exclude=True)
+
+    @field_validator("tracking", mode="before")
+    @classmethod
+    def _one_tracker_is_a_list(cls, tracking: Any) -> Any:
+        return [tracking] if isinstance(tracking, str) else tracking  # --set tracking=wandb
+
+    @field_validator("tracking")
+    @classmethod
+    def _trackers_usable(cls, tracking: list[str]) -> list[str]:
+        """Every tracker registered and its package installed: refused here, never mid-run."""
+        problems = [p for name in tracking if (p := tracker_problem(name)) is not None]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return list(dict.fromkeys(tracking))
 
     @model_validator(mode="after")
     def _labels_unique(self) -> StudySpec:
@@ -422,11 +442,33 @@ def format_location(loc: tuple[Any, ...]) -> str:
     return out
 
 
+RETIRED_KEYS = {
+    "pretrain.tensorboard": "retired: trackers are chosen at the top level now, write "
+    "`tracking: [tensorboard]` (or --set tracking=[tensorboard])",
+}
+"""Keys an earlier version took, by dotted path, with what to write instead: a spec that still
+sets one is refused with that line rather than a bare "unknown key". A study's ``study.json``
+written then is read with ``recorded_spec``."""
+
+
+def recorded_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved spec read back from a ``study.json`` (to fine-tune, merge or rebuild), as this
+    version validates it: retired keys dropped, and no trackers, since reading a study back
+    sends nothing (and must not need a tracker's package on this machine)."""
+    out = copy.deepcopy(dict(spec))
+    pretrain = out.get("pretrain")
+    if isinstance(pretrain, dict):
+        pretrain.pop("tensorboard", None)
+    out.pop("tracking", None)
+    return out
+
+
 def format_validation_error(
     exc: ValidationError, prefix: tuple[Any, ...] = (), root: type[BaseModel] | None = None
 ) -> str:
     """All of pydantic's errors on one line, each as ``field.path: message``; an unknown key
-    gets a "did you mean" when ``root`` (the model validated) has a close field name."""
+    gets a "did you mean" when ``root`` (the model validated) has a close field name, or what
+    to write instead when it is a retired one (``RETIRED_KEYS``)."""
     parts = []
     for err in exc.errors():
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
@@ -443,7 +485,8 @@ def format_validation_error(
         if err["type"] == "extra_forbidden" and loc:
             parent = _model_at(root, loc[:-1]) if root is not None else None
             hint = did_you_mean(loc[-1], parent.model_fields) if parent is not None else ""
-            msg = f"unknown key{hint}"
+            retired = RETIRED_KEYS.get(".".join(str(p) for p in loc if not isinstance(p, int)))
+            msg = retired if retired is not None and root is StudySpec else f"unknown key{hint}"
         parts.append(f"{where}: {msg}" if where else msg)
     return "; ".join(parts)
 

@@ -8,8 +8,8 @@ checkpoint the kept encoder along the way, resume exactly after a crash, scale o
 - ``trainer``: the training loop (``Trainer``, ``PretrainRun``);
 - ``state``: checksummed, atomic training state;
 - ``distributed``: DistributedDataParallel under ``torchrun``;
-- ``metrics_log``: what a run logs while it runs (``metrics.jsonl``, TensorBoard), and whether a
-  log on disk can be trusted.
+- ``metrics_log``: what a run logs while it runs (``metrics.jsonl``, the spec's trackers), and
+  whether a log on disk can be trusted.
 """
 
 from electra_ablate.pretraining.engine.distributed import Distributed

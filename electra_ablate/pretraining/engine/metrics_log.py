@@ -1,43 +1,58 @@
-"""Where logged metrics go: ``metrics.jsonl`` always (the study's tables are built from it),
-TensorBoard when asked for (``pretrain.tensorboard``), so curves can be compared live; and
-whether a ``metrics.jsonl`` on disk can be trusted."""
+"""Where logged metrics go: ``metrics.jsonl`` always (the study's tables are built from it), the
+trackers of the spec's ``tracking`` when the study hands the run some (``infra.tracking``), so
+curves can be compared live; and whether a ``metrics.jsonl`` on disk can be trusted.
+
+A tracker gets each row as ``<split>/<metric>`` at the row's step (every number but the step and
+the stage), and each kept checkpoint as a ``kept`` event, through the fail-safe ``Tracking``:
+nothing a tracker does reaches the run.
+"""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.storage import atomic_write_text
+from electra_ablate.infra.tracking import Tracking
+from electra_ablate.infra.tracking.protocol import numeric
+
+NOT_TRACKED = ("step", "stage")
+"""Columns of a row that are no curve: its x-axis and its stage number."""
 
 
-def tensorboard_writer(directory: Path):  # -> torch.utils.tensorboard.SummaryWriter
+def tracked_metrics(row: Mapping[str, Any]) -> dict[str, float]:
+    """What a tracker plots of a logged row (non-finite numbers were written as null: left out)."""
+    return {k: v for k, v in numeric(row).items() if k not in NOT_TRACKED}
+
+
+def kept_event_item(fraction: float) -> str:
+    """The name a kept checkpoint is sent to the trackers under, once (``Tracking.event``)."""
+    return f"kept:{fraction:g}"
+
+
+def logged_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl``, in order; a line that is not a row (a torn last line)
+    is passed over."""
     try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
-        raise InputError(
-            "TensorBoard logging needs the tensorboard package: "
-            "pip install 'electra-ablate[tensorboard]'"
-        ) from None
-    return SummaryWriter(str(directory))
-
-
-def log_scalars(directory: Path, scalars: Mapping[str, float], step: int) -> None:
-    """Scalars from outside training (a finished evaluation's metrics, tagged by the study) in a
-    run's TensorBoard folder at a pre-training ``step``, so they sit beside its curves."""
-    board = tensorboard_writer(directory)
-    for tag, value in scalars.items():
-        board.add_scalar(tag, value, step)
-    board.close()
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    for line in lines:
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and isinstance(row.get("step"), int):
+            yield row
 
 
 class MetricsLog:
-    def __init__(self, path: Path, tensorboard_dir: Path | None = None) -> None:
+    def __init__(self, path: Path, tracking: Tracking | None = None) -> None:
         self.path = path
-        self._board = tensorboard_writer(tensorboard_dir) if tensorboard_dir is not None else None
+        self.tracking = tracking
 
     def write(self, row: dict[str, Any]) -> None:
         """Append one row; non-finite numbers are written as null (JSON has no NaN)."""
@@ -46,12 +61,15 @@ class MetricsLog:
         }
         with self.path.open("a") as f:
             f.write(json.dumps(clean) + "\n")
-        if self._board is not None:
+        if self.tracking is not None:
             split = row.get("split", "train")
-            for key, value in clean.items():
-                if isinstance(value, (int, float)) and key not in ("step", "stage"):
-                    self._board.add_scalar(f"{split}/{key}", value, row["step"])
-            self._board.flush()
+            self.tracking.curve(split, row["step"], tracked_metrics(clean))
+
+    def kept(self, fraction: float, step: int, meta: Mapping[str, Any]) -> None:
+        """A kept checkpoint, as an event for the trackers (its fraction, step and FLOPs)."""
+        if self.tracking is not None:
+            data = {"fraction": fraction, **numeric(meta)}
+            self.tracking.event(kept_event_item(fraction), "kept", step, data)
 
     def truncate(self, step: int) -> None:
         """Drop rows logged after ``step`` (by a run killed before its next state was saved)."""
@@ -70,8 +88,7 @@ class MetricsLog:
         self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        if self._board is not None:
-            self._board.close()
+        """Nothing to release: the trackers are the study's to close (it opened them)."""
 
 
 def metrics_problem(path: Path, finished: bool, last_step: int | None = None) -> str | None:

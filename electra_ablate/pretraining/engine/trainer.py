@@ -30,6 +30,7 @@ from electra_ablate.checkpoints.kept import save_kept
 from electra_ablate.infra.errors import DataError, TrainingDiverged
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressLine, ProgressMode, progress_mode
+from electra_ablate.infra.tracking import Tracking
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine.compiling import compile_mode, compiled
 from electra_ablate.pretraining.engine.distributed import Distributed
@@ -72,6 +73,7 @@ class PretrainRun:
     heldout_batches: Batches | None
     tokenizer_dir: Path
     meta: dict[str, Any] = field(default_factory=dict)  # copied into every kept.json
+    tracking: Tracking | None = None  # the spec's trackers, opened (and closed) by the study
 
 
 @dataclass
@@ -145,8 +147,7 @@ class Trainer:
         self.progress: ProgressMode = (
             progress if isinstance(progress, str) else progress_mode(progress)
         )
-        tensorboard = run.layout.tensorboard if run.spec.tensorboard else None
-        self.log = MetricsLog(run.layout.metrics, tensorboard if self.dist.is_main else None)
+        self.log = MetricsLog(run.layout.metrics, run.tracking if self.dist.is_main else None)
         self.means = MetricMeans()
         self.step = 0
         self.stage = 0
@@ -335,6 +336,7 @@ class Trainer:
                     self.run.tokenizer_dir,
                     meta,
                 )
+                self.log.kept(fraction, self.step, {f"flops_{c}": v for c, v in flops.items()})
         self.save_state()
 
     @torch.no_grad()

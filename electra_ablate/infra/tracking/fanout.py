@@ -1,0 +1,178 @@
+"""One unit's trackers behind one fail-safe face: what the engine and the study call.
+
+``Tracking`` sends each curve row, evaluation and event to every tracker the spec names that
+has not had it yet (the unit's ``Ledger``), opening a tracker's run only when it first has
+something to send: a unit whose trackers are up to date costs no connection at all (a W&B run
+takes about a second to open).
+
+Nothing a tracker does can fail or stop a study. Every call goes through ``_guarded``: an
+exception (no network, a full disk, a server's error) prints one ``warning:`` line, which also
+goes to the unit's ``warnings.log``, and turns that tracker off for the rest of the process;
+the study's own files are written as before and remain the source of truth, and the ledger
+lets a later ``ablate run`` catch the tracker up. Only ``BaseException``s that are not errors
+(Ctrl-C, SIGTERM) go through.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
+
+from electra_ablate.infra.layout import RunLayout
+from electra_ablate.infra.progress import warn
+from electra_ablate.infra.tracking.ledger import Ledger
+from electra_ablate.infra.tracking.protocol import TrackedUnit, TrackerRun
+from electra_ablate.infra.tracking.registry import open_tracker
+
+T = TypeVar("T")
+
+_OFF: dict[str, str] = {}
+"""Trackers that failed in this process, with why: each is tried again only by a later one."""
+
+
+def turned_off() -> dict[str, str]:
+    """The trackers this process has turned off, by name, with the error that did it."""
+    return dict(_OFF)
+
+
+def turn_on_again() -> None:
+    """Forget the failures (a test's, or a notebook's after fixing the network)."""
+    _OFF.clear()
+
+
+class Tracking:
+    """The trackers ``names`` for one unit; a context manager that closes what it opened."""
+
+    def __init__(self, names: Sequence[str], unit: TrackedUnit, ledger: Ledger) -> None:
+        self.names = list(dict.fromkeys(names))
+        self.unit, self.ledger = unit, ledger
+        self._runs: dict[str, TrackerRun] = {}
+        self._deferred = False  # inside ``catching_up``: the ledger is saved once, at its end
+        self._unsaved = False
+
+    def __enter__(self) -> Tracking:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def active(self) -> list[str]:
+        """The trackers still on in this process."""
+        return [name for name in self.names if name not in _OFF]
+
+    # ------------------------------------------------------------------ what is sent
+    def curve(self, curve: str, step: int, metrics: Mapping[str, float]) -> None:
+        """A row of curve ``curve`` (a ``metrics.jsonl`` split), each metric as
+        ``<curve>/<name>``, to each tracker whose last row of it is older."""
+        named = {f"{curve}/{key}": value for key, value in metrics.items()}
+        self._send(
+            [name for name in self.active if self.ledger.sent_step(name, curve) < step],
+            lambda run: run.log(named, step),
+            lambda name: self.ledger.note_step(name, curve, step),
+        )
+
+    def record(self, item: str, step: int, metrics: Mapping[str, float]) -> None:
+        """Metrics sent once per tracker under ``item`` (an evaluation: its job id)."""
+        self._send(
+            [name for name in self.active if not self.ledger.has(name, item)],
+            lambda run: run.log(dict(metrics), step),
+            lambda name: self.ledger.note_item(name, item),
+        )
+
+    def event(self, item: str, name: str, step: int, data: Mapping[str, Any]) -> None:
+        """Event ``name`` at ``step``, sent once per tracker under ``item``."""
+        self._send(
+            [tracker for tracker in self.active if not self.ledger.has(tracker, item)],
+            lambda run: run.event(name, step, dict(data)),
+            lambda tracker: self.ledger.note_item(tracker, item),
+        )
+
+    @contextlib.contextmanager
+    def catching_up(self) -> Iterator[Tracking]:
+        """A block that sends much at once (a unit's records read back): the ledger is written
+        once at its end instead of after every send."""
+        self._deferred = True
+        try:
+            yield self
+        finally:
+            self._deferred = False
+            if self._unsaved:
+                self._save()
+
+    def close(self) -> None:
+        for name, run in list(self._runs.items()):
+            self._guarded(name, "closing its run", run.close)
+        self._runs.clear()
+
+    # -------------------------------------------------------------------- machinery
+    def _send(
+        self,
+        targets: list[str],
+        call: Callable[[TrackerRun], None],
+        note: Callable[[str], None],
+    ) -> None:
+        for name in targets:  # each tracker's send recorded as soon as it is made: a kill
+            run = self._open(name)  # while the next opens must not make this one's a repeat
+            if run is None:
+                continue
+            try:
+                sent = self._guarded(name, "logging", lambda r=run: call(r))
+            except BaseException:  # Ctrl-C inside the library: what it was given goes out when
+                note(name)  # the run is closed, so it counts as sent (at worst a point is
+                with contextlib.suppress(Exception):  # missing, never doubled)
+                    self.ledger.save()
+                raise
+            if sent:
+                note(name)
+                self._unsaved = True
+                if not self._deferred:
+                    self._save()
+
+    def _save(self) -> None:
+        self._unsaved = False
+        try:
+            self.ledger.save()
+        except Exception as exc:  # noqa: BLE001 - the ledger must not stop a study either
+            for name in self.active:
+                self._fail(name, f"recording what it was sent in {self.ledger.path.name}", exc)
+
+    def _open(self, name: str) -> TrackerRun | None:
+        if name not in self._runs and name not in _OFF:
+            run = self._guarded(name, "opening its run", lambda: open_tracker(name).open(self.unit))
+            if run is not None:
+                self._runs[name] = run
+        return self._runs.get(name)
+
+    def _guarded(self, name: str, doing: str, call: Callable[[], T]) -> T | None:
+        """``call()``, or None after turning tracker ``name`` off if it raised. A call that
+        returns nothing returns True here, so that success reads as truth."""
+        try:
+            result = call()
+        except Exception as exc:  # noqa: BLE001 - a tracker's library may raise anything
+            self._fail(name, doing, exc)
+            return None
+        return True if result is None else result  # type: ignore[return-value]
+
+    def _fail(self, name: str, doing: str, exc: Exception) -> None:
+        reason = (str(exc).strip().splitlines() or [""])[0][:200]
+        reason = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+        _OFF[name] = reason
+        run = self._runs.pop(name, None)
+        if run is not None and doing != "closing its run":
+            with contextlib.suppress(Exception):  # it already failed once: said once
+                run.close()
+        line = (
+            f"tracker {name} failed {doing} for {self.unit.label} ({reason}); it is off for the "
+            "rest of this process (the study's own files are complete; a later `ablate run` "
+            "catches it up)"
+        )
+        warn(line)
+        stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        log = RunLayout(self.unit.folder).warnings_log
+        with contextlib.suppress(OSError):  # the line is on stderr; the unit's log is a copy
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("a") as f:
+                f.write(f"{stamp} tracking: {line}\n")

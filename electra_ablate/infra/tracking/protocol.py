@@ -1,0 +1,75 @@
+"""What a tracker is, so that TensorBoard, W&B, MLflow and a third party's all look alike to the
+engine and the study: a ``Tracker`` opens one ``TrackerRun`` per unit of a study, from the
+``TrackedUnit`` that says which unit it is, and the run takes metrics at a pre-training step,
+named events (a kept checkpoint) and a close.
+
+A tracker never decides what is worth sending again: ``fanout.Tracking`` asks the unit's ledger
+first, and every call a tracker makes may fail (no network, a full disk) without harm, since the
+fan-out catches it. So a tracker is a thin adapter of its library, and its package is imported
+only in ``open``: naming it in a spec costs nothing until a unit is tracked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+STEP_KEY = "pretrain_step"
+"""The x-axis every tracker plots against: the pre-training step of a curve's row, or of the
+checkpoint an evaluation scored (0 for the baseline and the reference scorers), as the tables'
+``pretrain_step`` column."""
+
+
+@dataclass(frozen=True)
+class TrackedUnit:
+    """One unit of a study as its trackers see it.
+
+    ``key`` names the unit's tracker run wherever it is kept (a W&B run id, an MLflow tag): a
+    hash of the study's name and the unit's id, so that resuming or evaluating later finds the
+    same run, and an identical unit copied into another study gets its own. ``config`` is what
+    the run records as its configuration (plain JSON values); ``folder`` is the unit's own folder
+    (a tracker that writes files, TensorBoard's, writes there)."""
+
+    key: str
+    study: str
+    label: str
+    config: Mapping[str, Any]
+    folder: Path
+
+
+@runtime_checkable
+class TrackerRun(Protocol):
+    """One unit's run in one tracker. Metrics are ``name -> number`` at a pre-training step
+    (``STEP_KEY``); an event is something that happened at a step (``kept``, with the budget
+    fraction and the FLOPs) under a name."""
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None: ...
+
+    def event(self, name: str, step: int, data: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class Tracker(Protocol):
+    """A tracker as registered in the ``electra_ablate.trackers`` entry-point group: a class
+    whose instances open runs. ``package`` is the module it needs (checked when a spec names
+    the tracker, without importing it); ``extra`` the optional extra of ``electra-ablate`` that
+    installs it (None for a third party's tracker: its own package brings what it needs)."""
+
+    name: ClassVar[str]
+    package: ClassVar[str | None]
+    extra: ClassVar[str | None]
+
+    def open(self, unit: TrackedUnit) -> TrackerRun: ...
+
+
+def numeric(data: Mapping[str, Any]) -> dict[str, float]:
+    """The entries of ``data`` that a tracker can plot: finite or not, but numbers (a bool is
+    not one)."""
+    return {
+        key: float(value)
+        for key, value in data.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
