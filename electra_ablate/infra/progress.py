@@ -5,10 +5,12 @@ the one-line ``warning:`` every wing prints there (here, at the bottom, so that 
 
 from __future__ import annotations
 
+import datetime as dt
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Literal
 
 ProgressMode = Literal["live", "plain", "off"]
@@ -24,6 +26,17 @@ def progress_mode(enabled: bool | None = None) -> ProgressMode:
 def warn(message: str) -> None:
     """One line on stderr, above any progress line."""
     print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def append_to_log(log: Path, context: str, lines: Iterable[str]) -> None:
+    """``lines`` appended to a unit's ``warnings.log`` (``log``), each stamped with the UTC time
+    and ``context``: appends of a few lines, safe between workers. Raises ``OSError``; the
+    caller decides what a log it cannot write is worth."""
+    stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    text = "".join(f"{stamp} {context}: {line}\n" for line in lines)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("a") as f:
+        f.write(text)
 
 
 def format_duration(seconds: float) -> str:

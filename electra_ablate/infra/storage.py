@@ -46,7 +46,10 @@ def _tree_as_created(root: Path) -> None:
             _as_created(Path(folder) / name)
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
+def atomic_write_bytes(path: Path, data: bytes, sync: bool = True) -> None:
+    """``data`` at ``path``, whole or not at all (a temporary file renamed into place).
+    ``sync=False`` skips the ``fsync``: a kill still never leaves half a file, only a power cut
+    can cost the write (for bookkeeping rewritten often, such as a tracker ledger)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -55,7 +58,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if sync:
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
@@ -63,8 +67,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
+def atomic_write_text(path: Path, text: str, sync: bool = True) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), sync=sync)
 
 
 @contextmanager

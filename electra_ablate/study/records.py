@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from electra_ablate.infra.progress import append_to_log
 from electra_ablate.infra.progress import warn as warn  # the study's warnings are infra's line
 
 # What each kind of record must hold to be used; anything less is damage.
@@ -95,14 +96,8 @@ def warnings_to(log: Path, context: str) -> Iterator[None]:
             yield
         finally:
             if counts:
-                stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-                text = "".join(
-                    f"{stamp} {context}: {key}" + (f" [x{n}]" if n > 1 else "") + "\n"
-                    for key, n in counts.items()
-                )
+                lines = [key + (f" [x{n}]" if n > 1 else "") for key, n in counts.items()]
                 try:
-                    log.parent.mkdir(parents=True, exist_ok=True)
-                    with log.open("a") as f:  # appends of a few lines: safe between workers
-                        f.write(text)
+                    append_to_log(log, context, lines)
                 except OSError as exc:  # the unit's own outcome matters more than its log
                     warn(f"cannot write {log}: {exc.strerror}")

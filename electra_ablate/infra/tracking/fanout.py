@@ -16,12 +16,11 @@ lets a later ``ablate run`` catch the tracker up. Only ``BaseException``s that a
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from electra_ablate.infra.layout import RunLayout
-from electra_ablate.infra.progress import warn
+from electra_ablate.infra.progress import append_to_log, warn
 from electra_ablate.infra.tracking.ledger import Ledger
 from electra_ablate.infra.tracking.protocol import TrackedUnit, TrackerRun
 from electra_ablate.infra.tracking.registry import open_tracker
@@ -170,9 +169,5 @@ class Tracking:
             "catches it up)"
         )
         warn(line)
-        stamp = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-        log = RunLayout(self.unit.folder).warnings_log
         with contextlib.suppress(OSError):  # the line is on stderr; the unit's log is a copy
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("a") as f:
-                f.write(f"{stamp} tracking: {line}\n")
+            append_to_log(RunLayout(self.unit.folder).warnings_log, "tracking", [line])

@@ -21,9 +21,10 @@ twice, never lost.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from electra_ablate.infra.storage import atomic_write_text
 
 
 class Ledger:
@@ -67,7 +68,4 @@ class Ledger:
             items.append(item)
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(self._all, indent=1, sort_keys=True))
-        os.replace(temporary, self.path)
+        atomic_write_text(self.path, json.dumps(self._all, indent=1, sort_keys=True), sync=False)

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
-from electra_ablate.infra.tracking.protocol import TrackedUnit, numeric
+from electra_ablate.infra.tracking.protocol import TrackedUnit, event_metrics
 
 KEY_TAG = "electra-ablate.key"
 NOT_IN_A_NAME = re.compile(r"[^/\w.\- :]")  # what MLflow refuses in a param's or metric's name
@@ -118,7 +118,7 @@ class MLflowRun:
             self.client.log_batch(self.run_id, metrics=batch[start : start + METRICS_PER_BATCH])
 
     def event(self, name: str, step: int, data: Mapping[str, Any]) -> None:
-        self.log({f"{name}/{key}": value for key, value in numeric(data).items()}, step)
+        self.log(event_metrics(name, data), step)
 
     def close(self) -> None:
         self.client.set_terminated(self.run_id)

@@ -65,6 +65,12 @@ class Tracker(Protocol):
     def open(self, unit: TrackedUnit) -> TrackerRun: ...
 
 
+def event_metrics(name: str, data: Mapping[str, Any]) -> dict[str, float]:
+    """An event as metrics, for a tracker that plots events as curves (every built-in one):
+    each number of ``data`` as ``<name>/<key>``."""
+    return {f"{name}/{key}": value for key, value in numeric(data).items()}
+
+
 def numeric(data: Mapping[str, Any]) -> dict[str, float]:
     """The entries of ``data`` that a tracker can plot: finite or not, but numbers (a bool is
     not one)."""

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from electra_ablate.infra.layout import RunLayout
-from electra_ablate.infra.tracking.protocol import TrackedUnit, numeric
+from electra_ablate.infra.tracking.protocol import TrackedUnit, event_metrics
 
 
 class TensorBoard:
@@ -37,7 +37,7 @@ class TensorBoardRun:
         self.writer.flush()
 
     def event(self, name: str, step: int, data: Mapping[str, Any]) -> None:
-        self.log({f"{name}/{key}": value for key, value in numeric(data).items()}, step)
+        self.log(event_metrics(name, data), step)
 
     def close(self) -> None:
         self.writer.close()

@@ -21,7 +21,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from electra_ablate.infra.tracking.protocol import STEP_KEY, TrackedUnit, numeric
+from electra_ablate.infra.tracking.protocol import STEP_KEY, TrackedUnit, event_metrics
 
 DEFAULT_PROJECT = "electra-ablate"
 INIT_TIMEOUT_S = 30.0
@@ -62,7 +62,7 @@ class WandBRun:
         self.run.log({**metrics, STEP_KEY: step})
 
     def event(self, name: str, step: int, data: Mapping[str, Any]) -> None:
-        self.log({f"{name}/{key}": value for key, value in numeric(data).items()}, step)
+        self.log(event_metrics(name, data), step)
 
     def close(self) -> None:
         self.run.finish()
