@@ -6,7 +6,8 @@ wires them up and holds the one error policy:
 - a failure while running prints one line and exits 1 (a file that cannot be read or written
   is named);
 - SIGINT (Ctrl-C) and SIGTERM print one line saying that the same command resumes and exit 130
-  and 143, so ``ablate run … && ablate report …`` stops there;
+  and 143, so ``ablate run … && ablate report …`` stops there; so does an output whose reader
+  has gone (``ablate run … | head -3``), as SIGPIPE would, with 141;
 - no traceback unless ``--debug`` (or ``ABLATE_DEBUG=1``) asks for one.
 
 Heavy libraries (torch, datasets, scipy) are imported inside the commands that use them,
@@ -18,8 +19,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any, NoReturn, TextIO
 
 import typer
 
@@ -105,9 +107,87 @@ def signals_unwind() -> Iterator[None]:
             signal.signal(number, handler)
 
 
+class ClosedPipeGuard:
+    """``sys.stdout`` or ``sys.stderr`` while a command runs. Python ignores SIGPIPE, so a write
+    to a pipe whose reader has gone (``ablate run … | head -3``) raises ``BrokenPipeError``,
+    which the CLI framework (and rich's console) would turn into a silent exit 1. Here it stops
+    the command as SIGPIPE would and as Ctrl-C does: the stream is pointed at /dev/null (nothing
+    more can be read from it, and the interpreter's last flush must not complain) and
+    ``Interrupted(SIGPIPE)`` unwinds, releasing locks and stopping workers, finished work kept.
+    Everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed()
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        try:
+            self._stream.writelines(lines)
+        except BrokenPipeError:
+            self._closed()
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+    def _closed(self) -> NoReturn:
+        to_devnull(self._stream)
+        raise Interrupted(signal.SIGPIPE) from None
+
+
+def to_devnull(stream: TextIO) -> None:
+    """Point ``stream``'s file descriptor at /dev/null (a stream with none is left alone)."""
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation: a captured stream
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+@contextmanager
+def closed_pipes_unwind() -> Iterator[None]:
+    """stdout and stderr guarded (``ClosedPipeGuard``) for the command's duration; stdout on a
+    pipe is line-buffered, so that ``ablate run … | tee log`` (or ``| head``) gets each line as
+    it is printed rather than blocks of them, hours later."""
+    try:
+        if not sys.stdout.isatty():
+            sys.stdout.reconfigure(line_buffering=True)
+    except (AttributeError, OSError, ValueError):  # not a TextIOWrapper (replaced, closed)
+        pass
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = ClosedPipeGuard(sys.stdout), ClosedPipeGuard(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def interrupted_line(signum: int) -> str:
     name = signal.Signals(signum).name
-    return f"stopped by {name}: finished work is kept, and the same command resumes"
+    why = " (its output was closed, as `| head` does)" if signum == signal.SIGPIPE else ""
+    return f"stopped by {name}{why}: finished work is kept, and the same command resumes"
+
+
+def say_stopped(signum: int) -> None:
+    """``interrupted_line`` on stderr, unless stderr is the closed pipe too (``2>&1 | head``)."""
+    try:
+        print(interrupted_line(signum), file=sys.stderr, flush=True)
+    except BrokenPipeError:
+        to_devnull(sys.stderr)
 
 
 def run_cli(args: list[str] | None = None) -> int:
@@ -120,12 +200,12 @@ def run_cli(args: list[str] | None = None) -> int:
         )
         return 2
     try:
-        with signals_unwind():
+        with signals_unwind(), closed_pipes_unwind():
             # standalone_mode=False: typer returns an exit code (typer.Exit, or 130 for a
             # KeyboardInterrupt it caught) instead of calling sys.exit; it must not be dropped
             code = app(args=args, standalone_mode=False, prog_name="ablate")
     except Interrupted as exc:
-        print(interrupted_line(exc.signum), file=sys.stderr)
+        say_stopped(exc.signum)
         return 128 + exc.signum
     except AblateError as exc:
         if _debugging():

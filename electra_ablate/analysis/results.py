@@ -23,7 +23,14 @@ from electra_ablate.analysis.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 from electra_ablate.evaluation.glue import task as glue
 from electra_ablate.evaluation.task import available_tasks, probe_tasks
 from electra_ablate.infra.errors import AblateError, InputError
-from electra_ablate.infra.layout import RESULTS_FILE
+from electra_ablate.infra.layout import (
+    REPORT_FILE,
+    RESULTS_FILE,
+    StudyLayout,
+    is_study_folder,
+    study_containing,
+    study_folders_in,
+)
 from electra_ablate.infra.storage import atomic_file
 
 RESULTS_SCHEMA = pl.DataFrame(RESULTS_COLUMNS.empty_table()).schema
@@ -94,7 +101,7 @@ def read_results(directory: Path) -> pl.DataFrame:
     """The results table of a study output directory, or a one-line error saying what to do."""
     path = Path(directory) / RESULTS_FILE
     if not path.is_file():
-        raise InputError(f"no results in {directory}: run `ablate run SPEC` first")
+        raise no_results_error(directory)
     try:
         frame = pl.read_parquet(path)
     except (OSError, pl.exceptions.PolarsError) as exc:
@@ -107,6 +114,35 @@ def read_results(directory: Path) -> pl.DataFrame:
             f"no results in {directory} ({RESULTS_FILE} is empty): run `ablate run SPEC` first"
         )
     return _as_frame(frame)
+
+
+def no_results_error(directory: Path) -> InputError:
+    """The one-line error for a folder without a results table, saying what is true of it: a
+    folder of studies (``runs/``) names them, a folder inside a study names that study, and
+    anything else (a study with nothing evaluated yet, an unrelated folder) says to run one."""
+    directory = Path(directory)
+    if not is_study_folder(directory):
+        held = study_folders_in(directory)
+        if held:
+            reports = any(
+                (p / REPORT_FILE).is_file() and not StudyLayout(p).pretrain_dir.is_dir()
+                for p in held
+            )
+            noun = "study or report folder" if reports else "study"
+            many = "study or report folders" if reports else "studies"
+            names = ", ".join(p.name for p in held[:3]) + (", …" if len(held) > 3 else "")
+            count = f"1 {noun}" if len(held) == 1 else f"{len(held)} {many}"
+            return InputError(
+                f"{directory} holds {count} ({names}), not the results of one: give one of "
+                f"them, e.g. {held[0]}"
+            )
+        study = study_containing(directory)
+        if study is not None:
+            return InputError(
+                f"{directory} is a folder inside the study folder {study}, which holds the "
+                f"results: give {study}"
+            )
+    return InputError(f"no results in {directory}: run `ablate run SPEC` first")
 
 
 def task_order_key(task: str) -> tuple[int, str]:
@@ -412,12 +448,12 @@ def final_fraction(results: pl.DataFrame) -> float:
 
 def ranking(scores: pl.DataFrame, fraction: float) -> pl.DataFrame:
     """Labels ranked by one family's median score at ``fraction``, with each gap to the next one
-    down. Whether a gap is more than seeds can make is the bootstrap's to say (``stats``), not
-    a comparison of min–max ranges."""
+    down; equal medians share a rank (1, 1, 3), listed by label. Whether a gap is more than
+    seeds can make is the bootstrap's to say (``stats``), not a comparison of min–max ranges."""
     at = (
         scores.filter(pl.col("checkpoint_fraction") == fraction)
         .sort(["median", "label"], descending=[True, False])
-        .with_columns(pl.int_range(1, pl.len() + 1).alias("rank"))
+        .with_columns(pl.col("median").rank("min", descending=True).cast(pl.Int64).alias("rank"))
     )
     return at.with_columns((pl.col("median") - pl.col("median").shift(-1)).alias("gap_to_next"))
 

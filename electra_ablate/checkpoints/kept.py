@@ -27,6 +27,7 @@ from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder, MLMHead, TokenBinaryHead
 from electra_ablate.checkpoints.kept_files import META_FILE, TOKENIZER_FILES, WEIGHTS_FILE
 from electra_ablate.infra.errors import InputError
+from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.manifest import MANIFEST, verify_manifest, write_manifest
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 
@@ -80,6 +81,8 @@ def load_kept(directory: Path, seal: bool = True) -> LoadedKept:
     cleanly gets its manifest now (``seal``), so that from here on a change to it is caught.
     """
     directory = Path(directory)
+    if not directory.exists():
+        require_kept_fraction(directory)
     meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
     for path in (meta_path, weights_path):
         if not path.exists():
@@ -108,6 +111,62 @@ def load_kept(directory: Path, seal: bool = True) -> LoadedKept:
     if legacy and seal:
         seal_kept(directory)
     return LoadedKept(KeptModel(encoder, role, head), meta, directory)
+
+
+def require_kept_fraction(directory: Path) -> None:
+    """A one-line error for ``RUN/kept/<fraction>`` where the run never kept that fraction,
+    naming those it keeps, before anything calls the absent folder a missing or corrupt
+    checkpoint. A folder that exists (damaged or not), or that the run keeps but that is not on
+    disk (deleted: a study rebuilds it), is left to the loader and the study's repair."""
+    directory = Path(directory)
+    if directory.exists() or directory.parent.name != "kept":
+        return
+    run = RunLayout(directory.parent.parent)
+    on_disk = kept_fraction_names(run)
+    planned = planned_fraction_names(run)
+    keeps = planned if planned is not None else on_disk
+    if not keeps or directory.name in keeps:
+        return  # nothing says what the run keeps, or it keeps this one: not this error
+    listed = [name for name in keeps if name in on_disk]
+    absent = [name for name in keeps if name not in on_disk]
+    found = f"kept fractions: {', '.join(listed) or 'none yet'}"
+    if absent:
+        found += f" (planned, not on disk: {', '.join(absent)})"
+    same = [name for name in keeps if _same_fraction(name, directory.name)]
+    hint = f" (did you mean {run.kept_root / same[0]}?)" if same else ""
+    raise InputError(f"{run.root} kept no checkpoint at fraction {directory.name}; {found}{hint}")
+
+
+def kept_fraction_names(run: RunLayout) -> list[str]:
+    """The kept folders a run holds (``0.25``, ``0.5``, ``1``), smallest fraction first."""
+    try:
+        names = [p.name for p in run.kept_root.iterdir() if p.is_dir() and _fraction(p.name)]
+    except OSError:
+        return []
+    return sorted(names, key=lambda name: float(name))
+
+
+def planned_fraction_names(run: RunLayout) -> list[str] | None:
+    """The kept folders the run's ``run.json`` says it keeps, or None where it says nothing (a
+    baseline, which has no ``run.json``, or an unreadable one)."""
+    try:
+        fractions = json.loads(run.run_json.read_text(encoding="utf-8"))["checkpoints"]
+        return [run.kept(float(f)).name for f in sorted(fractions)]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _fraction(name: str) -> bool:
+    try:
+        float(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _same_fraction(kept: str, asked: str) -> bool:
+    """``1.0`` asked where the folder is ``1``: the same fraction spelt otherwise."""
+    return _fraction(asked) and float(kept) == float(asked)
 
 
 def seal_kept(directory: Path) -> bool:

@@ -214,6 +214,9 @@ def print_plan(
     # The label and objective are names to type; the numbers must not lose digits either.
     keys = (0, 1, 4) if named else (0, 3)
     print_table(headers, rows, keys=keys, title=f"study {spec.name}: plan")
+    for r in estimate.rows:  # a near run beside that is not this run: say why, once each
+        if r["not_reused"]:
+            typer.echo(f"{r['label']} (seed {r['seed']}) {r['not_reused']}")
     low, high = (format_duration(x) for x in estimate.wall_range_s)
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "

@@ -48,9 +48,11 @@ class TrainingDiverged(AblateError):
 
 
 class Interrupted(BaseException):  # noqa: N818 - a signal, not an error
-    """SIGINT or SIGTERM arrived: unwinds like KeyboardInterrupt (so ``finally`` blocks release
-    locks and remove temporaries) but is not caught by ``except Exception``, nor turned into a
-    silent exit code by the CLI framework. The CLI exits 128 + the signal's number."""
+    """SIGINT or SIGTERM arrived, or the output's reader went away (SIGPIPE's case, which
+    Python turns into ``BrokenPipeError``: ``cli.ClosedPipeGuard``): unwinds like
+    KeyboardInterrupt (so ``finally`` blocks release locks and remove temporaries) but is not
+    caught by ``except Exception``, nor turned into a silent exit code by the CLI framework.
+    The CLI exits 128 + the signal's number."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)

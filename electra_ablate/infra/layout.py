@@ -203,6 +203,33 @@ STUDY_LOCK = "study.lock"  # held by `ablate run` for its whole life (electra_ab
 UNIT_LOCK = "unit.lock"  # held while one unit's kept encoder is rebuilt
 
 
+def is_study_folder(folder: Path) -> bool:
+    """A folder holding a study's outputs: its ``study.json`` or one of its tables (a study
+    folder, a result pack, or a report folder that kept its study's tables)."""
+    folder = Path(folder)
+    return any((folder / name).is_file() for name in (STUDY_FILE, *TABLE_FILES))
+
+
+def study_folders_in(folder: Path) -> list[Path]:
+    """The study folders directly inside ``folder`` (as ``runs/`` holds them), by name."""
+    try:
+        children = sorted(Path(folder).iterdir())
+    except OSError:
+        return []
+    return [c for c in children if not c.name.startswith(".") and c.is_dir() and is_study_folder(c)]
+
+
+def study_containing(folder: Path) -> Path | None:
+    """The nearest study folder above ``folder`` (for a folder inside a study, such as one of
+    its runs), spelt as ``folder`` is where it can be; None outside any study."""
+    folder = Path(folder)
+    spelt = {parent.absolute(): parent for parent in folder.parents}
+    for parent in folder.absolute().parents:
+        if is_study_folder(parent):
+            return spelt.get(parent, parent)
+    return None
+
+
 def safe_name(label: str) -> str:
     """A label as a folder name: letters, digits and ``._@=-`` kept, anything else ``_``."""
     return "".join(c if c.isalnum() or c in "._@=-" else "_" for c in label)

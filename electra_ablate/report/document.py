@@ -54,7 +54,7 @@ from electra_ablate.report.efficiency import (
     plot_efficiency,
 )
 from electra_ablate.report.efficiency import section as efficiency_section
-from electra_ablate.report.header import header
+from electra_ablate.report.header import PLUMBING_CLAIMS, header, plumbing_check
 from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
     objective_colors,
@@ -119,6 +119,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         if (probes := probe_summary(tasks)).height:
             write_csv(probes, out_dir / PROBES_FILE)
         families = [describe_family(name) for name in order]
+        plumbing = plumbing_check(study)  # no published numbers beside a plumbing check's
         finals, checkpoints, efficiencies, efficiency_parts = [], [], [], []
         for family in families:
             own = (of_family(frame, family.name) for frame in (results, scores, papers, tasks))
@@ -132,7 +133,14 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             plot_task_scores(family, family_tasks, colors, out_dir)
             finals.append(
                 final_section(
-                    family, rows, family_scores_, family_papers, family_tasks, labels, final
+                    family,
+                    rows,
+                    family_scores_,
+                    family_papers,
+                    family_tasks,
+                    labels,
+                    final,
+                    plumbing=plumbing,
                 )
             )
             if family.name == paper.claims_family() and family.aggregate is not None:
@@ -140,7 +148,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
                     family.title, checkpoint_values(rows, final), runs, study, fraction(final)
                 )
                 if claims:
-                    finals.append(claims)
+                    finals.append(claims + (f"\n\n{PLUMBING_CLAIMS}" if plumbing else ""))
             checkpoints.append(
                 checkpoint_section(family, family_scores_, family_papers, family_tasks, labels)
             )

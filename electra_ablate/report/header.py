@@ -109,6 +109,63 @@ def caps_text(blocks: list[Mapping[str, Any]], results: pl.DataFrame) -> str:
 
 NOT_RECORDED = "not recorded"
 
+PLUMBING_CHECK = "plumbing check"
+"""The words by which a study's ``description`` says it only checks that everything runs end to
+end (``studies/smoke.yaml``): its report sets no published scores beside its numbers
+(``plumbing_check``)."""
+
+
+PLUMBING_CLAIMS = (
+    "*A plumbing check*: the table above shows that the claims, their intervals and the seed "
+    "plan are computed; the paper's numbers in it come from base- and small-size models "
+    "trained for days, and this study's scores are not evidence for or against them."
+)
+"""The line under a plumbing check's claims table, setting the paper's numbers apart."""
+
+
+def plumbing_check(study: Mapping[str, Any]) -> bool:
+    """Whether the study describes itself as a plumbing check (``PLUMBING_CHECK`` in its spec's
+    ``description``, any case): a few steps of a micro encoder, whose scores nobody should read
+    beside the paper's."""
+    return PLUMBING_CHECK in described(study).lower()
+
+
+def described(study: Mapping[str, Any]) -> str:
+    """The spec's ``description`` on one line (empty when it has none)."""
+    return " ".join(str((study.get("spec") or {}).get("description") or "").split())
+
+
+def data_text(study: Mapping[str, Any]) -> str:
+    """The Data row: the data settings as run, and the size of the vocabulary the study used.
+
+    ``study.json`` records the spec's tokenizer settings and, from the prepared data, the size
+    of the tokenizer that was used (``data.vocab_size``, also the resolved backbone's
+    ``vocab_size``). With a ``tokenizer.vocab_file`` that file decides the size and the spec's
+    ``tokenizer.vocab_size`` (its default, 30522, unless set) is never read, so the row shows
+    the size used in its place, once; a trained WordPiece vocabulary smaller than asked shows
+    both.
+    """
+    data = dict(study.get("data") or {})
+    tokenizer = dict(data.get("tokenizer") or {})
+    used = data.pop("vocab_size", None)
+    if used is None:  # a study.json written before the data summary was part of it
+        used = (study.get("backbone") or {}).get("vocab_size")
+    asked = tokenizer.pop("vocab_size", None)
+    if tokenizer.get("vocab_file"):
+        size = (
+            f"{used} (the vocab_file's; the spec's tokenizer.vocab_size is not used)"
+            if used is not None
+            else f"the vocab_file's ({NOT_RECORDED})"
+        )
+        tokenizer = {"vocab_file": tokenizer.pop("vocab_file"), "vocab_size": size, **tokenizer}
+    elif used is not None and asked is not None and used != asked:
+        tokenizer = {"vocab_size": f"{used} (trained; {asked} asked)", **tokenizer}
+    elif used is not None or asked is not None:
+        tokenizer = {"vocab_size": used if used is not None else asked, **tokenizer}
+    if "tokenizer" in data or tokenizer:
+        data["tokenizer"] = tokenizer
+    return inline(data)
+
 
 def merged_rows(study: Mapping[str, Any]) -> list[tuple[str, str]]:
     """A merged study's provenance: every source with its own command, machine, date and
@@ -221,7 +278,7 @@ def header(
             ("Wall time", duration(study.get("wall_s"))),
         ]
     rows += [
-        ("Data", inline(study.get("data"))),
+        ("Data", data_text(study)),
         ("Backbone", inline(study.get("backbone"))),
         ("Pre-training recipe", inline(pretrain)),
         ("Output biases", output_bias_text(study)),
@@ -276,6 +333,5 @@ def header(
     name = study.get("name") or run_dir.name
     # What the study is for, in its author's words: a plumbing check must say so before the
     # report ranks anything.
-    described = " ".join(str((study.get("spec") or {}).get("description") or "").split())
-    about = f"*{described}*\n\n" if described else ""
+    about = f"*{text}*\n\n" if (text := described(study)) else ""
     return f"# Study `{name}`\n\n{about}" + table(["", ""], rows)

@@ -58,6 +58,15 @@ def published_ordering(
     )
 
 
+def not_comparable_note(family: TaskFamily) -> str:
+    """In place of the published column in a plumbing check's report: why it is not there."""
+    return (
+        f"*No {family.published_label} column*: this study describes itself as a plumbing "
+        "check (its spec's description says so), so its numbers only show that every step ran; "
+        f"they are not comparable with published {family.title} scores."
+    )
+
+
 def convention_gap(results: pl.DataFrame, final: float) -> str:
     """How far apart equal paper-convention budgets are in the standard convention: the paper
     counts backward = forward and prices every objective's extra heads its own way."""
@@ -156,9 +165,14 @@ def final_section(
     tasks: pl.DataFrame,
     labels: Sequence[str],
     final: float,
+    plumbing: bool = False,
 ) -> str:
     """One family's results at the final budget; ``results``, ``scores``, ``paper_scores`` and
-    ``tasks`` hold that family's rows only. A family without an aggregate gets its task table."""
+    ``tasks`` hold that family's rows only. A family without an aggregate gets its task table.
+
+    ``plumbing``: the study describes itself as a plumbing check (``header.plumbing_check``);
+    its table then carries no published column and no published ordering, and a line says why
+    (``not_comparable_note``)."""
     if family.aggregate is None:
         return task_section(family, tasks, labels, final)
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
@@ -171,6 +185,7 @@ def final_section(
     constant = constant_tasks(tasks, final)
     # with one model per label both aggregations are the same number: show it once
     both = not comparison.single_models
+    show_published = bool(family.published) and not plumbing
     rows = []
     for label in labels:
         if label not in objective_of:
@@ -198,11 +213,7 @@ def final_section(
                     score(lookup(headline, label=label, task=t, checkpoint_fraction=at))
                     for t in names
                 ],
-                *(
-                    [f"{published:.1f}" if published is not None else ""]
-                    if family.published
-                    else []
-                ),
+                *([f"{published:.1f}" if published is not None else ""] if show_published else []),
             ]
         )
     title, out = family.title, left_out(tasks)
@@ -242,15 +253,17 @@ def final_section(
                 *([f"{title} (paper)"] if both else []),
                 "vs none" + ("" if comparison.single_models else " [95% CI]"),
                 *task_header(family, tasks, names, constant),
-                *([family.published_label] if family.published else []),
+                *([family.published_label] if show_published else []),
             ],
             rows,
         ),
         f"*{title} per model*: the mean over tasks of each task's headline metric{excluded}, "
         f"computed per evaluated model; {spread} {paper_column}*vs none*: median {title} per "
         f"model minus the no-pre-training baseline's{difference_ci}. Task columns: median "
-        f"(min–max) over models. {family.published_note}".strip(),
+        f"(min–max) over models. {'' if plumbing else family.published_note}".strip(),
     ]
+    if family.published and not show_published:
+        parts.append(not_comparable_note(family))
     for note in (
         verdicts.NO_INTERVAL_NOTE if comparison.some_without_interval else "",
         constant_note(constant, family, tasks),
@@ -267,7 +280,7 @@ def final_section(
         ]
     elif pairs:  # one line in place of a table of unresolved rows
         parts.append(pairs)
-    if any(o in family.published for o in objective_of.values()):
+    if not plumbing and any(o in family.published for o in objective_of.values()):
         parts.append(
             published_ordering(family, set(objective_of.values()), comparison, objective_of)
         )

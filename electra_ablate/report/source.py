@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from electra_ablate.analysis.results import complete_runs, read_results
+from electra_ablate.analysis.results import complete_runs, no_results_error, read_results
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import (
     NOTES_FILE,
@@ -77,7 +77,7 @@ def read_tables(folder: Path) -> StudyTables:
             f"(`ablate report STUDY_DIR --out {folder}`)"
         )
     if not present and not (folder / STUDY_FILE).is_file():
-        raise InputError(f"no results in {folder}: run `ablate run SPEC` first")
+        raise no_results_error(folder)
     runs = read_optional_table(folder / RUNS_FILE)
     metrics = read_optional_table(folder / PRETRAIN_METRICS_FILE)
     # a pre-training-only study, or one collected before any fine-tune (or any run) finished,

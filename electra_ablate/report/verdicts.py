@@ -14,7 +14,7 @@ import math
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
+from itertools import combinations, pairwise
 from typing import Any
 
 import polars as pl
@@ -113,10 +113,15 @@ def with_interval(
     return f"{value} {interval(low, high, sign, digits)}"
 
 
+def shown_score(s: stats.Score) -> str:
+    """A score as the report prints it (one decimal)."""
+    return f"{s.value:.1f}"
+
+
 def score_with_ci(s: stats.Score | None, mark: bool = True) -> str:
     if s is None:
         return NO_VALUE
-    return with_interval(f"{s.value:.1f}", s.ci_low, s.ci_high, mark=mark)
+    return with_interval(shown_score(s), s.ci_low, s.ci_high, mark=mark)
 
 
 def seeds(n_pretrain: int, n_finetune: int) -> str:
@@ -176,7 +181,7 @@ def ordering(
     present = [x for x in ranked_labels if x in comparison.scores]
     if not present:
         return "", []
-    names = " > ".join(f"{x} {comparison.score_text(x)}" for x in present)
+    names = ranked_line(present, comparison)
     diffs = [comparison.difference(a, b) for a, b in zip(present, present[1:], strict=False)]
     if comparison.single_models:
         closing = "; one model each, so no step of it is resolved)"
@@ -186,6 +191,18 @@ def ordering(
         f"- {d.label_a} − {d.label_b}: {difference_text(d)} → {verdict_words(d)}" for d in diffs
     ]
     return "\n".join(lines), diffs
+
+
+def ranked_line(present: Sequence[str], comparison: Comparison) -> str:
+    """``a 80.0 [..] > b 75.0 [..] = c 75.0 [..]``: labels best first, each with its score; two
+    neighbours whose scores read the same as printed are joined by ``=``, so the line never
+    claims an order it does not show (whether a step is more than seeds make is for the
+    difference's CI, on the lines below it)."""
+    text = f"{present[0]} {comparison.score_text(present[0])}"
+    for above, below in pairwise(present):
+        tied = shown_score(comparison.scores[above]) == shown_score(comparison.scores[below])
+        text += f" {'=' if tied else '>'} {below} {comparison.score_text(below)}"
+    return text
 
 
 def baseline_comparison(

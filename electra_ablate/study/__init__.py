@@ -7,6 +7,8 @@
 - ``building``: what a unit is built from (``run.json``, its ``PretrainRun``, a baseline's kept
   encoder), shared by doing it and by repairing it;
 - ``execute``: doing one unit or job, recording its outcome;
+- ``reuse``: finished runs and evaluations copied from a study beside this one, and why a near
+  run there is not this run (the dry run's line);
 - ``tracked``: what the spec's trackers receive of each unit, one tracker run per unit;
 - ``records``: reading records back, setting damaged ones aside;
 - ``integrity``: finished work checked before a run builds on it, and repaired;

@@ -41,6 +41,7 @@ from electra_ablate.infra.progress import progress_mode, status_line
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
+from electra_ablate.study.reuse import finished_record, near_run, reusable_from
 from electra_ablate.study.units import RunUnit, Unit
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
@@ -141,10 +142,11 @@ def estimate_study(
         steps: dict[str, StepTiming] = {}
         job_s: dict[tuple[str, str, str | None], float] = {}
         rows, costs = [], {"mid": ([], []), "low": ([], []), "high": ([], [])}
-        runs = [u for u in units if isinstance(u, RunUnit) and not u.done]
+        reused = {u.run_id: s for u in units if not u.done and (s := reusable(study, u))}
+        runs = [u for u in units if isinstance(u, RunUnit) and to_train(u, reused)]
         for unit in units:
             pretrain = {"mid": 0.0, "low": 0.0, "high": 0.0}
-            if isinstance(unit, RunUnit) and not unit.done:
+            if isinstance(unit, RunUnit) and to_train(unit, reused):
                 if unit.label not in steps:  # seeds of one entry cost the same
                     say(f"timing {unit.label}'s steps ({len(steps) + 1} of {len(runs)} objectives)")
                     steps[unit.label] = time_steps(study, unit)
@@ -159,7 +161,7 @@ def estimate_study(
                 }
             finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
             for job in study.jobs(unit, ready_only=False):
-                if study.layout.finetune_record(job.job_id).exists():
+                if finetuned(study, job):
                     continue
                 task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
@@ -174,10 +176,10 @@ def estimate_study(
                 for key, cost in scaled.items():
                     finetune[key] += cost
                     costs[key][1].append(cost)
-            if not unit.done:
+            if to_train(unit, reused):
                 for key in costs:
                     costs[key][0].append(pretrain[key])
-            rows.append(plan_row(unit, pretrain["mid"], finetune["mid"]))
+            rows.append(plan_row(study, unit, pretrain["mid"], finetune["mid"], reused))
     load = f"{load_before} before timing, {machine_load()} after"
     how = (
         f"each objective's training step timed on 1 thread in CPU time (the median of "
@@ -193,7 +195,35 @@ def estimate_study(
     )
 
 
-def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]:
+def reusable(study: Study, unit: Unit) -> str | None:
+    """The study beside this one whose identical finished unit the run will copy, if reuse is
+    on (``--no-reuse`` trains anyway)."""
+    return reusable_from(study, unit) if study.reuse else None
+
+
+def to_train(unit: Unit, reused: dict[str, str]) -> bool:
+    """Whether the run will train ``unit`` (not finished here, none to copy from beside)."""
+    return not unit.done and unit.run_id not in reused
+
+
+def finetuned(study: Study, job: EvaluationJob) -> bool:
+    """Whether ``job`` is finished here, or in a study beside that the run copies it from."""
+    if study.layout.finetune_record(job.job_id).exists():
+        return True
+    return study.reuse and finished_record(study, job.job_id) is not None
+
+
+def plan_row(
+    study: Study, unit: Unit, pretrain_s: float, finetune_s: float, reused: dict[str, str]
+) -> dict[str, Any]:
+    """One unit's line of the plan; ``status`` says whether it is done, copied from a study
+    beside, or to do, and ``not_reused`` why a near run beside is not copied (or None)."""
+    status = "done" if unit.done else "to do"
+    if unit.run_id in reused:
+        status = f"reused from {reused[unit.run_id]}"
+    near = None
+    if isinstance(unit, RunUnit) and status == "to do" and study.reuse:
+        near = near_run(study, unit)
     if isinstance(unit, RunUnit):
         flops = unit.plan.flops_at(unit.plan.total_steps)
         steps = "+".join(str(s) for s in unit.plan.stage_steps)
@@ -208,7 +238,8 @@ def plan_row(unit: Unit, pretrain_s: float, finetune_s: float) -> dict[str, Any]
         "flops_standard": flops["standard"],
         "est_pretrain_min": pretrain_s / 60,
         "est_finetune_min": finetune_s / 60,
-        "status": "done" if unit.done else "to do",
+        "status": status,
+        "not_reused": near.describe() if near is not None else None,
     }
 
 

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.checkpoints.kept import LoadedKept, load_kept, save_kept
+from electra_ablate.checkpoints.kept import LoadedKept, load_kept, require_kept_fraction, save_kept
 from electra_ablate.checkpoints.kept_files import WEIGHTS_FILE, kept_problem
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.layout import RunLayout
@@ -319,9 +319,11 @@ def described(problem: str) -> str:
 
 def repair_kept_folder(kept_dir: Path) -> bool:
     """Rebuild a missing or damaged kept encoder that belongs to a study folder (for ``ablate
-    export``): the study is read back from its ``study.json``. False when the folder is not a
-    study's or is healthy; an error when it cannot be rebuilt."""
+    export`` and ``ablate finetune``): the study is read back from its ``study.json``. False
+    when the folder is not a study's or is healthy; an error when it cannot be rebuilt, or when
+    it names a fraction the run never kept (then the error lists those it keeps)."""
     kept_dir = Path(kept_dir)
+    require_kept_fraction(kept_dir)  # a fraction the run never kept is not "corrupt"
     problem = kept_problem(kept_dir)
     run_root = kept_dir.parent.parent
     study_root = run_root.parent.parent

@@ -18,6 +18,7 @@ functions, then writes the tables from what the jobs left on disk.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,13 +28,15 @@ from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.progress import ProgressMode, progress_mode
 from electra_ablate.infra.threads import torch_threads
+from electra_ablate.pretraining.engine.state import verify_state
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.data_identity import check_study_data
-from electra_ablate.study.execute import finetune_unit, reuse_identical, run_unit
+from electra_ablate.study.execute import finetune_unit, run_unit
 from electra_ablate.study.integrity import check_study
 from electra_ablate.study.launch import LaunchOptions, StudySetup, launch_units
 from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
+from electra_ablate.study.reuse import reuse_identical
 from electra_ablate.study.shards import Shard, shard_units
 from electra_ablate.study.spec import StudySpec
 from electra_ablate.study.tables import write_tables  # polars: only for the tables
@@ -212,7 +215,10 @@ def run_locked(
         if not parallel and isinstance(unit, RunUnit):
             steps = f"{unit.plan.total_steps} steps"
             state = "finished earlier" if unit.done else "running"
-            reusing = study.reuse and study.dist.is_main and not unit.done
+            unfinished = study.dist.is_main and not unit.done  # rank 0 speaks for all
+            if unfinished and (resumed := resume_step(unit)) is not None:
+                state = f"resuming from step {resumed}"
+            reusing = study.reuse and unfinished
             if reusing and (source := reuse_identical(study, unit)):
                 state = f"identical run reused from {source}"
             log(f"pre-train {unit.label} (seed {unit.seed}, {steps}): {state}")
@@ -236,7 +242,7 @@ def run_locked(
     if shard is not None:
         write_collected(study, every, started, log)
     else:
-        write_tables(study, summaries, records)
+        say_dropped(study, write_tables(study, summaries, records), log)
         finished = time.time()
         write_study_json(study, started, finished)
         log(
@@ -244,6 +250,34 @@ def run_locked(
             + ("" if not failed else "; some work FAILED (see runs.parquet)")
         )
     return raise_failed(study, failed)
+
+
+def resume_step(unit: RunUnit) -> int | None:
+    """The step an unfinished run resumes from: that of its newest training state whose
+    checksums hold, the one the trainer loads (``engine.state.load_latest_state``); None when
+    it has none and starts at step 0."""
+    for state in sorted(unit.layout.states.glob("step-*"), reverse=True):
+        if verify_state(state) is not None:
+            continue  # the trainer names it and skips it too
+        try:
+            step = json.loads((state / "trainer.json").read_text())["step"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if isinstance(step, int):
+            return step
+    return None
+
+
+def say_dropped(study: Study, tasks: list[str], log: Callable[[str], None]) -> None:
+    """One line naming the tasks that ``results.parquet`` lists no more (``write_tables``)."""
+    if not tasks:
+        return
+    names = ", ".join(tasks)
+    log(
+        f"note: {study.layout.results.name} no longer lists {names} (not among this spec's "
+        f"tasks); their finished evaluations stay in {study.layout.finetune_dir} and come back "
+        "into the tables when the spec lists them again with the same settings"
+    )
 
 
 def finetune_done(study: Study, unit: Unit, log: Callable[[str], None]) -> list[tuple[Unit, dict]]:
@@ -309,7 +343,7 @@ def collect_finished(study: Study, units: list, started: float, log: Callable[[s
             path = study.layout.finetune_record(job.job_id)
             if (record := read_record(path, FINETUNE_KEYS, set_aside=False)) is not None:
                 records.append((unit, record))
-    write_tables(study, summaries, records)
+    say_dropped(study, write_tables(study, summaries, records), log)
     write_study_json(study, started, time.time())
     pending = sum(s["status"] == "pending" for _, s in summaries)
     log(

@@ -334,7 +334,10 @@ class StudySpec(Strict):
                 raise ValueError(f"{what} labels must be unique; repeated: {', '.join(repeated)}")
         labels = [o.display for o in self.objectives]
         if self.budget.steps_of is not None and self.budget.steps_of not in labels:
-            raise ValueError(f"budget.steps_of {self.budget.steps_of!r} is not an objective label")
+            raise ValueError(
+                f"budget.steps_of {self.budget.steps_of!r} is not an objective label "
+                f"(the labels: {', '.join(labels)})"
+            )
         if self.finetune is not None and self.evaluation is not None:
             both = sorted(set(self.finetune.tasks) & set(self.evaluation.tasks))
             if both:
@@ -469,8 +472,15 @@ def format_validation_error(
     """All of pydantic's errors on one line, each as ``field.path: message``; an unknown key
     gets a "did you mean" when ``root`` (the model validated) has a close field name, or what
     to write instead when it is a retired one (``RETIRED_KEYS``)."""
+    return "; ".join(validation_messages(exc.errors(), prefix, root))
+
+
+def validation_messages(
+    errors: list[Any], prefix: tuple[Any, ...] = (), root: type[BaseModel] | None = None
+) -> list[str]:
+    """``format_validation_error``'s messages, one per error of ``errors`` (pydantic's)."""
     parts = []
-    for err in exc.errors():
+    for err in errors:
         loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         where = format_location(prefix + loc)
         msg = err["msg"].removeprefix("Value error, ")
@@ -488,7 +498,7 @@ def format_validation_error(
             retired = RETIRED_KEYS.get(".".join(str(p) for p in loc if not isinstance(p, int)))
             msg = retired if retired is not None and root is StudySpec else f"unknown key{hint}"
         parts.append(f"{where}: {msg}" if where else msg)
-    return "; ".join(parts)
+    return parts
 
 
 def _model_at(model: Any, loc: tuple[Any, ...]) -> type[BaseModel] | None:
@@ -578,13 +588,19 @@ def parse_spec(
     except ValueError as exc:
         raise SpecError(f"{source}: --set {exc}") from None
     errors: list[str] = []
+    across: list[str] = []
     spec: StudySpec | None = None
     try:
         spec = StudySpec.model_validate({**expanded, "spec_dir": spec_dir})
     except ValidationError as exc:
-        errors.append(format_validation_error(exc, root=StudySpec))
+        found = exc.errors()
+        errors += validation_messages([e for e in found if e["loc"]], root=StudySpec)
+        # checks across fields (no field path) come after the objectives' own errors: a
+        # misspelt objective name is what makes `budget.steps_of` name no objective label
+        across = validation_messages([e for e in found if not e["loc"]], root=StudySpec)
     entries = expanded.get("objectives")
     errors += objective_errors(entries if isinstance(entries, list) else [])
+    errors += across
     if errors:
         raise SpecError(f"{source}: {'; '.join(errors)}")
     assert spec is not None

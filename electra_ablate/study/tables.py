@@ -25,8 +25,12 @@ from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit
 
 def write_tables(
     study: Study, summaries: list[tuple[Unit, dict]], records: list[tuple[Unit, dict]]
-) -> None:
+) -> list[str]:
+    """Write the three tables; returns the tasks that the ``results.parquet`` written before
+    listed and this one no longer does because the study names them no more (a re-run with
+    another task list), for the caller to say so: their records stay in ``finetune/``."""
     layout = study.layout
+    before = tasks_listed(layout.results)
     results = [row for unit, r in records for row in result_rows(study, unit, r)]
     write_parquet(layout.results, pa.Table.from_pylist(results, schema=RESULTS_COLUMNS))
     curves = {  # a pending run's partial curve would read as a finished one
@@ -42,6 +46,30 @@ def write_tables(
         write_parquet(
             layout.pretrain_metrics, pa.concat_tables(frames, promote_options="permissive")
         )
+    return dropped_tasks(before, results, summaries)
+
+
+def dropped_tasks(
+    before: set[str], rows: list[dict[str, Any]], summaries: list[tuple[Unit, dict]]
+) -> list[str]:
+    """The tasks of ``before`` (the previous results' tasks) that ``rows`` lack and no
+    evaluation block of the study's units names any more."""
+    gone = before - {row["task"] for row in rows}
+    if not gone:
+        return []
+    named = {t for unit, _ in summaries for b in unit.spec.evaluation_blocks() for t in b.tasks}
+    return sorted(gone - named)
+
+
+def tasks_listed(path: Path) -> set[str]:
+    """The tasks of a ``results.parquet`` (none when there is none or it does not read)."""
+    if not path.exists():
+        return set()
+    try:
+        tasks = pq.read_table(path, columns=["task"]).column("task").to_pylist()
+    except (OSError, KeyError, pa.ArrowException):
+        return set()
+    return {t for t in tasks if isinstance(t, str)}
 
 
 def identity_columns(unit: Unit) -> dict[str, Any]:

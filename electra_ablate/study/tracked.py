@@ -3,7 +3,7 @@ same run however often the study is resumed or evaluated again.
 
 A unit's tracker run is keyed by a hash of the study's name and the unit's id
 (``tracker_key``): not the unit's id alone, since an identical unit reused into another study
-(``execute.reuse_identical``) must get a run of its own there. It records the unit's
+(``reuse.reuse_identical``) must get a run of its own there. It records the unit's
 configuration: its id and label, its objective, what its id is a hash of (objective params,
 backbone, recipe, budget, data), the variant's resolved spec, and its deviations from the paper
 (``analysis.deviations``, what the report lists).

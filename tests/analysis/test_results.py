@@ -146,6 +146,18 @@ def test_ranking_orders_labels_by_median_with_the_gap_to_the_next():
     assert "beyond_spread" not in ranked.columns  # verdicts come from the bootstrap's CIs
 
 
+def test_equal_medians_share_a_rank_and_are_listed_by_label():
+    medians = {"electra": 59.2, "bert_mlm": 59.2, "replace_mlm": 50.0}
+    results = pl.DataFrame(
+        [row(label=label, value=m, finetune_seed=0) for label, m in medians.items()],
+        schema=RESULTS_SCHEMA,
+    )
+    ranked = ranking(family_scores(results), 1.0)
+    assert ranked["label"].to_list() == ["bert_mlm", "electra", "replace_mlm"]
+    assert ranked["rank"].to_list() == [1, 1, 3]
+    assert ranked["gap_to_next"].to_list()[:2] == pytest.approx([0.0, 9.2])
+
+
 def test_task_scores_keep_every_metric_per_checkpoint():
     results = pl.DataFrame(
         [

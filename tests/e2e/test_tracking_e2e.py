@@ -233,7 +233,8 @@ def tracked(smoke_env, tmp_path_factory) -> Tracked:
     resumed = ablate(*args, env=env)
     assert resumed.returncode == 0, resumed.stderr
     assert resumed.stderr == "", resumed.stderr  # no tracker library talks on the terminal
-    assert "steps): running" in resumed.stdout, resumed.stdout  # pre-training was resumed
+    trained = ("steps): running", "steps): resuming from step")  # from a state, if one landed
+    assert any(t in resumed.stdout for t in trained), resumed.stdout  # pre-training went on
     ids = set(wandb_runs(root / "wandb"))
     first_mlflow = len(mlflow_runs(uri, STUDY))
     later = ablate(*args, "--set", "finetune.tasks=[rte, stsb]", env=env)  # evaluated later

@@ -18,7 +18,22 @@ from electra_ablate.backbone.tokens import SpecialTokens, Vocab, special_at
 
 @dataclass
 class MaskedSlots:
-    """Selected positions [B, K], which slots are real, and the original ids there."""
+    """Selected positions [B, K], which slots are real, and the original ids there.
+
+    What every consumer (``scatter``, ``mask_of``, ``MaskedLM``, the losses) relies on, so a
+    selection rule of one's own (spans, whole words) that builds one keeps it:
+
+    - ``positions`` (long), ``valid`` (bool) and ``originals`` (long) are all [B, K], with K the
+      same for every row and step: ``max_predictions(mask_rate, L)``, the count an MLM head's
+      ``ModelPass`` declares, so shapes stay static; a row that selects fewer leaves its other
+      slots invalid (they need not come last);
+    - a row's K positions are distinct, invalid slots included: ``scatter`` writes every slot
+      (an invalid one writes its original back) and a repeated index leaves the write order
+      undefined;
+    - valid slots lie only where ``maskable`` is True (no special token, no padding): nothing
+      downstream checks it;
+    - ``originals`` is ``input_ids.gather(1, positions)``: the targets an MLM is scored on.
+    """
 
     positions: torch.Tensor
     valid: torch.Tensor
@@ -46,6 +61,9 @@ def select_masked(
     """Pick round(mask_rate * n) random maskable positions per sequence (at least one, at most K).
 
     A uniformly random subset of each row's candidates: random scores, candidates first, top-K.
+    Inside a training step pass the objective's ``self.vocab``, as the built-in objectives do;
+    bare ``SpecialTokens`` are accepted too, but their ids are copied from the host at every
+    call (``maskable``).
     """
     batch, length = input_ids.shape
     k_max = max_predictions(mask_rate, length)
