@@ -24,9 +24,8 @@ from electra_ablate.evaluation.glue import task as glue
 from electra_ablate.evaluation.task import available_tasks, probe_tasks
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.layout import (
-    REPORT_FILE,
     RESULTS_FILE,
-    StudyLayout,
+    is_report_folder,
     is_study_folder,
     study_containing,
     study_folders_in,
@@ -124,10 +123,7 @@ def no_results_error(directory: Path) -> InputError:
     if not is_study_folder(directory):
         held = study_folders_in(directory)
         if held:
-            reports = any(
-                (p / REPORT_FILE).is_file() and not StudyLayout(p).pretrain_dir.is_dir()
-                for p in held
-            )
+            reports = any(is_report_folder(p) for p in held)
             noun = "study or report folder" if reports else "study"
             many = "study or report folders" if reports else "studies"
             names = ", ".join(p.name for p in held[:3]) + (", …" if len(held) > 3 else "")

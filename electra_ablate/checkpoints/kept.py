@@ -81,8 +81,7 @@ def load_kept(directory: Path, seal: bool = True) -> LoadedKept:
     cleanly gets its manifest now (``seal``), so that from here on a change to it is caught.
     """
     directory = Path(directory)
-    if not directory.exists():
-        require_kept_fraction(directory)
+    require_kept_fraction(directory)  # an absent folder the run never kept: say so first
     meta_path, weights_path = directory / META_FILE, directory / WEIGHTS_FILE
     for path in (meta_path, weights_path):
         if not path.exists():
@@ -122,7 +121,7 @@ def require_kept_fraction(directory: Path) -> None:
     if directory.exists() or directory.parent.name != "kept":
         return
     run = RunLayout(directory.parent.parent)
-    on_disk = kept_fraction_names(run)
+    on_disk = [run.kept(f).name for f in run.kept_on_disk()]
     planned = planned_fraction_names(run)
     keeps = planned if planned is not None else on_disk
     if not keeps or directory.name in keeps:
@@ -132,18 +131,9 @@ def require_kept_fraction(directory: Path) -> None:
     found = f"kept fractions: {', '.join(listed) or 'none yet'}"
     if absent:
         found += f" (planned, not on disk: {', '.join(absent)})"
-    same = [name for name in keeps if _same_fraction(name, directory.name)]
+    same = [name for name in keeps if same_fraction(name, directory.name)]
     hint = f" (did you mean {run.kept_root / same[0]}?)" if same else ""
     raise InputError(f"{run.root} kept no checkpoint at fraction {directory.name}; {found}{hint}")
-
-
-def kept_fraction_names(run: RunLayout) -> list[str]:
-    """The kept folders a run holds (``0.25``, ``0.5``, ``1``), smallest fraction first."""
-    try:
-        names = [p.name for p in run.kept_root.iterdir() if p.is_dir() and _fraction(p.name)]
-    except OSError:
-        return []
-    return sorted(names, key=lambda name: float(name))
 
 
 def planned_fraction_names(run: RunLayout) -> list[str] | None:
@@ -156,17 +146,12 @@ def planned_fraction_names(run: RunLayout) -> list[str] | None:
         return None
 
 
-def _fraction(name: str) -> bool:
+def same_fraction(kept: str, asked: str) -> bool:
+    """``1.0`` asked where the folder is ``1``: the same fraction spelt otherwise."""
     try:
-        float(name)
+        return float(kept) == float(asked)
     except ValueError:
         return False
-    return True
-
-
-def _same_fraction(kept: str, asked: str) -> bool:
-    """``1.0`` asked where the folder is ``1``: the same fraction spelt otherwise."""
-    return _fraction(asked) and float(kept) == float(asked)
 
 
 def seal_kept(directory: Path) -> bool:

@@ -98,6 +98,20 @@ class RunLayout:
     def kept(self, fraction: float) -> Path:
         return self.kept_root / f"{fraction:.6g}"
 
+    def kept_on_disk(self) -> list[float]:
+        """The fractions of the kept folders the run holds now, smallest first."""
+        fractions = []
+        try:
+            folders = [p for p in self.kept_root.iterdir() if p.is_dir()]
+        except OSError:  # no kept folder yet
+            return []
+        for folder in folders:
+            try:
+                fractions.append(float(folder.name))
+            except ValueError:
+                continue
+        return sorted(fractions)
+
     @property
     def warnings_log(self) -> Path:
         return self.root / "warnings.log"
@@ -208,6 +222,11 @@ def is_study_folder(folder: Path) -> bool:
     folder, a result pack, or a report folder that kept its study's tables)."""
     folder = Path(folder)
     return any((folder / name).is_file() for name in (STUDY_FILE, *TABLE_FILES))
+
+
+def is_report_folder(folder: Path) -> bool:
+    """A folder ``ablate report`` wrote: its ``report.md`` sits at the top, a study's does not."""
+    return (folder / REPORT_FILE).is_file() and not StudyLayout(folder).pretrain_dir.is_dir()
 
 
 def study_folders_in(folder: Path) -> list[Path]:

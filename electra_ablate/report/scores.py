@@ -7,7 +7,6 @@ from the results table; nothing here names one."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import pairwise
 
 import polars as pl
 
@@ -42,10 +41,7 @@ def published_ordering(
     so neither reads as the other."""
     scores, names = family.published, family.published_names
     order = list(scores)
-    text = f"{names[order[0]]} {scores[order[0]]:.1f}"
-    for above, below in pairwise(order):
-        sign = "=" if scores[above] == scores[below] else ">"
-        text += f" {sign} {names[below]} {scores[below]:.1f}"
+    text = verdicts.ranked_text([(f"{names[o]} {scores[o]:.1f}", scores[o]) for o in order])
     ours = []
     for objective in order:
         for label in comparison.scores:

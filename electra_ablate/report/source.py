@@ -21,12 +21,11 @@ from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import (
     NOTES_FILE,
     PRETRAIN_METRICS_FILE,
-    REPORT_FILE,
     RESULTS_FILE,
     RUNS_FILE,
     STUDY_FILE,
     TABLE_FILES,
-    StudyLayout,
+    is_report_folder,
 )
 from electra_ablate.infra.storage import atomic_file, atomic_write_text
 
@@ -53,11 +52,6 @@ class StudyTables:
         """A report folder's ``notes.md``: what regenerating it includes by default."""
         path = self.folder / NOTES_FILE
         return path if self.from_report and path.is_file() else None
-
-
-def is_report_folder(folder: Path) -> bool:
-    """A folder ``ablate report`` wrote: its ``report.md`` sits at the top, a study's does not."""
-    return (folder / REPORT_FILE).is_file() and not StudyLayout(folder).pretrain_dir.is_dir()
 
 
 def read_tables(folder: Path) -> StudyTables:

@@ -195,13 +195,20 @@ def ordering(
 
 def ranked_line(present: Sequence[str], comparison: Comparison) -> str:
     """``a 80.0 [..] > b 75.0 [..] = c 75.0 [..]``: labels best first, each with its score; two
-    neighbours whose scores read the same as printed are joined by ``=``, so the line never
-    claims an order it does not show (whether a step is more than seeds make is for the
+    neighbours whose scores read the same as printed are tied (``ranked_text``), so the line
+    never claims an order it does not show (whether a step is more than seeds make is for the
     difference's CI, on the lines below it)."""
-    text = f"{present[0]} {comparison.score_text(present[0])}"
-    for above, below in pairwise(present):
-        tied = shown_score(comparison.scores[above]) == shown_score(comparison.scores[below])
-        text += f" {'=' if tied else '>'} {below} {comparison.score_text(below)}"
+    return ranked_text(
+        [(f"{x} {comparison.score_text(x)}", shown_score(comparison.scores[x])) for x in present]
+    )
+
+
+def ranked_text(entries: Sequence[tuple[str, object]]) -> str:
+    """Entries best first as ``a > b = c``: each is (its text, what ranks it), and neighbours
+    that rank equal are joined by ``=``."""
+    text = entries[0][0]
+    for (_, above), (entry, below) in pairwise(entries):
+        text += f" {'=' if above == below else '>'} {entry}"
     return text
 
 

@@ -7,7 +7,7 @@ baseline: a second study that adds one arm next to an earlier study's BERT train
 
 The hash is all or nothing, so a run that differs by one field is trained again without a
 word, however small the difference (two budgets given in steps of different objectives can
-land 0.1% apart in FLOPs). ``near_runs`` finds, for a unit about to be trained, the finished
+land 0.1% apart in FLOPs). ``near_run`` finds, for a unit about to be trained, the finished
 run of the same objective and seed beside it that differs least, and names the first field
 that differs with both values: what ``ablate run --dry-run`` prints so that a researcher can
 make the two specs agree (for the budget: the same ``budget.flops`` in both).
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,11 +53,6 @@ def sibling_studies(study: Study) -> list[Path]:
     return sorted(p for p in parent.iterdir() if p.is_dir() and p.resolve() != own)
 
 
-def unit_pattern(unit: Unit) -> str:
-    """The glob of a unit's folder, by its id, in any study."""
-    return ("pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-") + unit.run_id
-
-
 def reuse_identical(study: Study, unit: Unit) -> str | None:
     """Copy a finished unit with the same identity from a study folder beside this one and
     return that folder's name (None if there is none).
@@ -66,36 +62,36 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
     or failing their checksums) is never copied: it is named and passed over, and the unit is
     trained here instead.
     """
-    for study_dir in sibling_studies(study):
-        for source in sorted(study_dir.glob(unit_pattern(unit))):
-            found = RunLayout(source)
-            if not finished(unit, found):
-                continue
-            if (problem := reuse_problem(unit, found)) is not None:
-                warn(f"not reusing {source}: {problem}")
-                continue
-            with atomic_dir(unit.layout.root) as tmp:
-                shutil.copytree(source, tmp, dirs_exist_ok=True, ignore=NOT_REUSED)
-                if isinstance(unit, RunUnit):
-                    done = json.loads((tmp / "done.json").read_text())
-                    done |= {"message": f"identical run reused from {study_dir.name}"}
-                    atomic_write_text(tmp / "done.json", json.dumps(done))
-            return study_dir.name
+    for study_dir, found in identical_finished(study, unit):
+        if (problem := reuse_problem(unit, found)) is not None:
+            warn(f"not reusing {found.root}: {problem}")
+            continue
+        with atomic_dir(unit.layout.root) as tmp:
+            shutil.copytree(found.root, tmp, dirs_exist_ok=True, ignore=NOT_REUSED)
+            if isinstance(unit, RunUnit):
+                done = json.loads((tmp / "done.json").read_text())
+                done |= {"message": f"identical run reused from {study_dir.name}"}
+                atomic_write_text(tmp / "done.json", json.dumps(done))
+        return study_dir.name
     return None
 
 
-def finished(unit: Unit, found: RunLayout) -> bool:
-    """Whether ``found`` (a folder of ``unit``'s kind) holds finished work."""
-    return (found.done if isinstance(unit, RunUnit) else found.kept(BASELINE_FRACTION)).exists()
+def identical_finished(study: Study, unit: Unit) -> Iterator[tuple[Path, RunLayout]]:
+    """Each finished unit with ``unit``'s id in a study beside this one, with its study folder,
+    studies by name; its encoders are not checked here (``reuse_problem``)."""
+    pattern = ("pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-") + unit.run_id
+    for study_dir in sibling_studies(study):
+        for source in sorted(study_dir.glob(pattern)):
+            found = RunLayout(source)
+            finished = found.done if isinstance(unit, RunUnit) else found.kept(BASELINE_FRACTION)
+            if finished.exists():
+                yield study_dir, found
 
 
 def reusable_from(study: Study, unit: Unit) -> str | None:
     """The study beside this one whose identical finished unit ``reuse_identical`` would copy,
     without copying it or checking its encoders (what the dry run shows)."""
-    for study_dir in sibling_studies(study):
-        if any(finished(unit, RunLayout(p)) for p in study_dir.glob(unit_pattern(unit))):
-            return study_dir.name
-    return None
+    return next((d.name for d, _ in identical_finished(study, unit)), None)
 
 
 def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
@@ -115,10 +111,9 @@ def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
 
 def finished_record(study: Study, job_id: str) -> dict[str, Any] | None:
     """A finished evaluation with this id in a study beside this one (the first by name), or
-    None; a damaged record is passed over. The same id is the same checkpoint, task and seed."""
+    None; a damaged record is passed over. The same id is the same checkpoint, task and seed.
+    Asked only where this study has no record of it, so its own folder never matches."""
     for other in sorted(study.layout.root.parent.glob(f"*/finetune/{job_id}.json")):
-        if other.parent.parent.resolve() == study.layout.root.resolve():
-            continue
         record, _ = record_problem(other, FINETUNE_KEYS)
         if record and record["status"] == "done":
             return record
@@ -157,8 +152,9 @@ def near_run(study: Study, unit: RunUnit) -> NearRun | None:
     best: NearRun | None = None
     for study_dir in sibling_studies(study):
         for folder in sorted(study_dir.glob("pretrain/*-*")):
-            config = read_config(RunLayout(folder))
-            if config is None or not RunLayout(folder).done.exists():
+            run = RunLayout(folder)
+            config = read_config(run)
+            if config is None or not run.done.exists():
                 continue
             if config.get("objective") != unit.objective or config.get("seed") != unit.seed:
                 continue

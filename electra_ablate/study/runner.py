@@ -18,7 +18,6 @@ functions, then writes the tables from what the jobs left on disk.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,7 @@ from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.progress import ProgressMode, progress_mode
 from electra_ablate.infra.threads import torch_threads
-from electra_ablate.pretraining.engine.state import verify_state
+from electra_ablate.pretraining.engine.state import resumable_step
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import finetune_unit, run_unit
@@ -216,7 +215,7 @@ def run_locked(
             steps = f"{unit.plan.total_steps} steps"
             state = "finished earlier" if unit.done else "running"
             unfinished = study.dist.is_main and not unit.done  # rank 0 speaks for all
-            if unfinished and (resumed := resume_step(unit)) is not None:
+            if unfinished and (resumed := resumable_step(unit.layout.states)) is not None:
                 state = f"resuming from step {resumed}"
             reusing = study.reuse and unfinished
             if reusing and (source := reuse_identical(study, unit)):
@@ -250,22 +249,6 @@ def run_locked(
             + ("" if not failed else "; some work FAILED (see runs.parquet)")
         )
     return raise_failed(study, failed)
-
-
-def resume_step(unit: RunUnit) -> int | None:
-    """The step an unfinished run resumes from: that of its newest training state whose
-    checksums hold, the one the trainer loads (``engine.state.load_latest_state``); None when
-    it has none and starts at step 0."""
-    for state in sorted(unit.layout.states.glob("step-*"), reverse=True):
-        if verify_state(state) is not None:
-            continue  # the trainer names it and skips it too
-        try:
-            step = json.loads((state / "trainer.json").read_text())["step"]
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
-        if isinstance(step, int):
-            return step
-    return None
 
 
 def say_dropped(study: Study, tasks: list[str], log: Callable[[str], None]) -> None:

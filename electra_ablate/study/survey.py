@@ -117,7 +117,7 @@ def unit_state(run: RunLayout, locked: bool, found: Survey) -> tuple[UnitState, 
         if problem:
             found.damaged.append((run.run_json, problem))
         checkpoints = config.get("checkpoints") if isinstance(config, dict) else None
-        fractions = [float(f) for f in checkpoints] if checkpoints else kept_on_disk(run)
+        fractions = [float(f) for f in checkpoints] if checkpoints else run.kept_on_disk()
     if kind == "baseline":
         state = "done" if (run.kept(BASELINE_FRACTION) / "kept.json").exists() else "pending"
         return UnitState(kind, label, seed, run.root, state), fractions
@@ -142,16 +142,6 @@ def unit_state(run: RunLayout, locked: bool, found: Survey) -> tuple[UnitState, 
     where = f"resumable from step {steps[-1]}" if steps else "no resumable state yet"
     state = "running" if locked else "unfinished"
     return UnitState(kind, label, seed, run.root, state, where), fractions
-
-
-def kept_on_disk(run: RunLayout) -> list[float]:
-    fractions = []
-    for folder in sorted(run.kept_root.glob("*")):
-        try:
-            fractions.append(float(folder.name))
-        except ValueError:
-            continue
-    return fractions
 
 
 def pending_units(root: Path, on_disk: set[str]) -> list[UnitState]:

@@ -66,6 +66,22 @@ def load_latest_state(
     return None
 
 
+def resumable_step(states_dir: Path) -> int | None:
+    """The step a run resumes from, read without loading anything: that of the newest state
+    whose checksums hold and whose counters read, the one ``load_latest_state`` starts with;
+    None when there is none (the run starts at step 0)."""
+    for state in sorted(states_dir.glob("step-*"), reverse=True):
+        if verify_state(state) is not None:
+            continue  # the trainer names it and skips it too
+        try:
+            step = json.loads((state / "trainer.json").read_text())["step"]
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+        if isinstance(step, int):
+            return step
+    return None
+
+
 def verify_state(state: Path) -> str | None:
     """None if every file matches the manifest's checksum, else what is wrong."""
     if not (state / MANIFEST).exists():
