@@ -32,9 +32,10 @@ import torch
 
 from electra_ablate.infra.progress import format_duration
 from electra_ablate.infra.threads import torch_threads
-from electra_ablate.study import Study, estimate_study
-from electra_ablate.study.estimate import machine_load, stepper
-from electra_ablate.study.spec import load_spec
+from electra_ablate.spec import load_spec
+from electra_ablate.study.context import Study
+from electra_ablate.study.estimate import estimate_study, machine_load, stepper
+from electra_ablate.study.plan import plan_study
 from electra_ablate.study.units import RunUnit
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +69,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             study = Study(spec, ROOT / study_json["spec_path"], Path(tmp) / "out", "cpu", {})
             started = time.perf_counter()
-            units = study.prepare()
+            units = plan_study(study).units
             prepared = time.perf_counter() - started
             found = estimate_study(study, units, workers)
             timed = time.perf_counter() - started - prepared

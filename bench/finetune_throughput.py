@@ -32,7 +32,9 @@ from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.evaluation.finetune import FinetuneRecipe, as_examples, finetune_task
+from electra_ablate.evaluation.finetune.batching import as_examples
+from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.data import GLUE_TASKS, encode_glue, load_glue_task
 from electra_ablate.pretraining.objective import KeptModel
 

@@ -28,7 +28,7 @@ from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.pretraining.components import generator as generator_module
 from electra_ablate.pretraining.components import losses as losses_module
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 def old_target_log_softmax(logits, targets):

@@ -62,12 +62,13 @@ from electra_ablate.pretraining.components import (
     sample_tokens,
     sampling_log_probs,
 )
+from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import learning_rate
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.pretraining.flops import CONVENTIONS
 from electra_ablate.pretraining.objective import Batch
+from electra_ablate.spec import load_spec
 from electra_ablate.study.context import data_vocab
-from electra_ablate.study.spec import PretrainSpec, load_spec
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

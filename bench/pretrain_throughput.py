@@ -52,7 +52,7 @@ from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import autocast, make_optimizer
 from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compiled
 from electra_ablate.pretraining.flops import objective_flops
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

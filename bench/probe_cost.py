@@ -22,7 +22,7 @@ import torch
 
 from electra_ablate.checkpoints.kept import load_kept
 from electra_ablate.evaluation.task import get_task
-from electra_ablate.study.spec import load_spec, task_settings
+from electra_ablate.spec import load_spec, task_settings
 
 
 def main() -> None:

@@ -30,7 +30,7 @@ from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import make_optimizer
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 def child(args: argparse.Namespace) -> None:

@@ -35,7 +35,8 @@ from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine.optim import learning_rate, make_optimizer
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.pretraining.engine.precision import autocast
-from electra_ablate.pretraining.objective import Objective, build_objective
+from electra_ablate.pretraining.objective import Objective
+from electra_ablate.pretraining.registry import build_objective
 
 SPECIAL = SpecialTokens()
 

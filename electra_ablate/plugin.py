@@ -1,14 +1,15 @@
 """The one stable face for plugin authors: everything an objective or a task needs, from here.
 
 A third-party objective or task imports only this module, so that the project's own files can
-move without breaking plugins (their old import paths warn for one minor version first, see
-``electra_ablate.infra.moved``). What is here:
+move without breaking plugins: a module's path may change between minor versions (the old one
+then fails to import), the names here stay. Every name is imported eagerly. What is here:
 
-- the objective contract: ``Objective``, ``ObjectiveParams``, ``StepOutput``, ``Stage``,
-  ``StageSplit``, ``ModelPass``, ``KeptModel``, ``OutputPrior``, ``Batch``, the kinds
-  ``HEAD_KINDS``, ``KEPT_ROLES`` and ``METRIC_NAMING``, and the helpers ``logit`` and
-  ``metric_kind``; the registry: ``available_objectives`` and ``get_objective`` (which also
-  takes ``package.module:Class``);
+- the objective contract (``electra_ablate.pretraining.objective``): ``Objective``,
+  ``ObjectiveParams``, ``StepOutput``, ``Stage``, ``StageSplit``, ``ModelPass``, ``KeptModel``,
+  ``OutputPrior``, ``Batch``, the kinds ``HEAD_KINDS`` and ``KEPT_ROLES``, and the helper
+  ``logit``; the metric-naming convention (``electra_ablate.pretraining.metric_names``):
+  ``METRIC_NAMING`` and ``metric_kind``; the registry (``electra_ablate.pretraining.registry``):
+  ``available_objectives`` and ``get_objective`` (which also takes ``package.module:Class``);
 - the components objectives are assembled from (``electra_ablate.pretraining.components``):
   masking, BERT's corruption, generators, the discriminator, the masked-LM head, the losses;
 - the backbone: ``BackboneConfig``, ``Encoder``, ``MLMHead``, ``init_weights``, ``Vocab``,
@@ -84,10 +85,10 @@ from electra_ablate.pretraining.components import (
     target_log_softmax,
     without_special,
 )
+from electra_ablate.pretraining.metric_names import METRIC_NAMING, metric_kind
 from electra_ablate.pretraining.objective import (
     HEAD_KINDS,
     KEPT_ROLES,
-    METRIC_NAMING,
     Batch,
     KeptModel,
     ModelPass,
@@ -97,11 +98,9 @@ from electra_ablate.pretraining.objective import (
     Stage,
     StageSplit,
     StepOutput,
-    available_objectives,
-    get_objective,
     logit,
-    metric_kind,
 )
+from electra_ablate.pretraining.registry import available_objectives, get_objective
 
 __all__ = [
     "HEAD_KINDS",

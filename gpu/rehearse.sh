@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The offline GPU-node path rehearsed on the CPU (CI runs it; a few minutes): a kit for the
 # micro study gpu/rehearsal.yaml; a fresh virtual environment holding only CPU torch and the
-# packages the kit relies on a node to have (electra_ablate.study.kit.NODE_PACKAGES and NODE_EXTRAS,
+# packages the kit relies on a node to have (electra_ablate.scaleout.kit.NODE_PACKAGES and NODE_EXTRAS,
 # at this environment's versions), so neither polars nor datasets; node.sh there: both shards as
 # packs, then four sessions (`node.sh KIT OUT session`): a whole one, one whose deadline leaves
 # no time for the study, one stopped by SIGTERM while pre-training and one killed (SIGKILL)
@@ -27,7 +27,7 @@ ABLATE_CACHE="$SCRATCH/cache" ablate kit gpu/rehearsal.yaml --out "$SCRATCH/kit"
 echo "== the node's environment: CPU torch and the node's packages only"
 pins=$(python - <<'PY'
 from importlib.metadata import PackageNotFoundError, version
-from electra_ablate.study.kit import NODE_EXTRAS, NODE_PACKAGES
+from electra_ablate.scaleout.kit import NODE_EXTRAS, NODE_PACKAGES
 
 def pin(name: str) -> str:  # this environment's version; any, where it lacks the package
     try:
@@ -43,7 +43,7 @@ if [ ! -x "$SCRATCH/node-venv/bin/python" ]; then
     # shellcheck disable=SC2086
     "$SCRATCH/node-venv/bin/python" -m pip install -q -c .ci/constraints.txt torch $pins
     # what the kit carries is not on a node, whatever the packages above pulled in
-    carried=$(python -c 'from electra_ablate.study.kit import CARRIED; print(" ".join(CARRIED))')
+    carried=$(python -c 'from electra_ablate.scaleout.kit import CARRIED; print(" ".join(CARRIED))')
     # shellcheck disable=SC2086
     "$SCRATCH/node-venv/bin/python" -m pip uninstall -q -y $carried
 fi

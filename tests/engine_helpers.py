@@ -24,8 +24,8 @@ from electra_ablate.pretraining.objective import (
     Objective,
     ObjectiveParams,
     StepOutput,
-    build_objective,
 )
+from electra_ablate.pretraining.registry import build_objective
 
 SPECIAL = SpecialTokens()
 VOCAB = 97

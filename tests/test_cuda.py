@@ -26,6 +26,7 @@ import pytest
 import torch
 from ablate_cli import ABLATE, ablate
 from engine_helpers import SEQ, VOCAB, make_trainer
+from objective_names import BUILT_IN
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
@@ -39,15 +40,15 @@ from electra_ablate.conformance import (
 )
 from electra_ablate.conformance.task import _contract_kept
 from electra_ablate.data.paths import file_hash
-from electra_ablate.evaluation.finetune import FinetuneRecipe, finetune_task
 from electra_ablate.evaluation.finetune import loop as finetune_loop
+from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.evaluation.probes import frozen_features, rtd_probe
 from electra_ablate.evaluation.probes.corruption_sources import BigramTable
 from electra_ablate.evaluation.task import get_task
-from electra_ablate.infra.entry_points import registered
 from electra_ablate.pretraining.engine import Trainer
-from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KeptModel
+from electra_ablate.pretraining.objective import KeptModel
 
 ON = os.environ.get("ABLATE_CUDA_TESTS_ON", "cuda") or "cuda"
 if ON not in ("cuda", "cpu"):
@@ -77,16 +78,6 @@ in bf16 that must not be (a softmax, a loss, a sampling distribution)."""
 LATER_STEP_RTOL = 0.2
 """After an optimizer step the two runs' weights and (for objectives that sample) their samples
 part ways; later losses are compared loosely, to catch a blow-up rather than rounding."""
-
-BUILT_IN_PREFIX = "electra_ablate.objectives."
-
-
-def built_in_objectives() -> list[str]:
-    """The objectives this package installs: its entry points whose classes live in its own
-    ``electra_ablate.objectives`` (a plugin installed beside it is not built in)."""
-    return sorted(
-        ep.name for ep in registered(ENTRY_POINT_GROUP) if ep.value.startswith(BUILT_IN_PREFIX)
-    )
 
 
 def sync() -> None:
@@ -153,7 +144,7 @@ def assert_close_to_fp32(reduced: list[float], fp32: list[float]) -> None:
     assert reduced == pytest.approx(fp32, rel=LATER_STEP_RTOL), (reduced, fp32)
 
 
-@pytest.mark.parametrize("name", built_in_objectives())
+@pytest.mark.parametrize("name", BUILT_IN)
 def test_every_objective_trains_under_bf16_autocast_close_to_fp32(tmp_path: Path, name: str):
     """bf16 autocast is what every CUDA run trains under (``precision: auto``), and the CPU
     suite cannot show what the GPU's bf16 kernels do: each built-in objective (every stage of

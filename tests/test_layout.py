@@ -103,7 +103,7 @@ def import_graph(sources: Mapping[str, Path], package: str) -> list[Edge]:
 def wing(module: str, package: str) -> str:
     """The wing a module belongs to: ``electra_ablate.evaluation.glue.task`` -> ``evaluation``;
     ``__main__`` is the CLI's; the package's own ``__init__`` (``""``) stands with the lowest
-    wing: it only installs the moved-path finder from ``infra``."""
+    wing: it imports nothing."""
     parts = module.split(".")
     if len(parts) == 1:
         return ""

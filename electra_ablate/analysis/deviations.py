@@ -13,7 +13,7 @@ from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.pretraining.config import PretrainSpec
-from electra_ablate.pretraining.objective import params_departures
+from electra_ablate.pretraining.departures import params_departures
 
 PAPER_DROPOUT = 0.1
 PAPER_WARMUP_STEPS = 10_000

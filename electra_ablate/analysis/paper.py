@@ -23,7 +23,7 @@ from electra_ablate.evaluation.glue.published import TABLE5_GLUE as TABLE5_GLUE
 from electra_ablate.evaluation.glue.published import TABLE5_NAMES as TABLE5_NAMES
 from electra_ablate.evaluation.glue.published import TABLE5_SOURCE as TABLE5_SOURCE
 from electra_ablate.infra.errors import AblateError
-from electra_ablate.pretraining.objective import get_objective
+from electra_ablate.pretraining.registry import get_objective
 
 if TYPE_CHECKING:  # frames only in annotations: a GPU node's job path has no polars
     import polars as pl

@@ -41,17 +41,21 @@ A notebook gets these numbers exactly as a report prints them from ``electra_abl
 a study writes (``results.read_results``), for the GLUE family's per-model score at the last
 checkpoint::
 
-    import polars as pl
+    from pathlib import Path
+
     from electra_ablate.analysis import stats
-    from electra_ablate.analysis.results import final_fraction, read_results
+    from electra_ablate.analysis.results import (
+        checkpoint_values,
+        final_fraction,
+        of_family,
+        read_results,
+    )
 
     results = read_results(Path("runs/objectives"))
-    final = final_fraction(results)
-    values = results.filter(
-        pl.col("in_aggregate")
-        & (pl.col("family") == "glue")
-        & ((pl.col("checkpoint_fraction") == final) | (pl.col("objective") == "none"))
-    )  # one value per (label, pre-training seed, fine-tuning seed, task)
+    glue = of_family(results, "glue")
+    # one value per (label, pre-training seed, fine-tuning seed, task): the last checkpoint's,
+    # and the no-pre-training baseline's (evaluated at the start only)
+    values = checkpoint_values(glue, final_fraction(results))
     for s in stats.arm_scores(values, stats.MEDIAN_OF_MODEL_MEANS):
         print(s.label, f"{s.value:.1f} [{s.ci_low:.1f}, {s.ci_high:.1f}]", s.caveat)
     for d in stats.pair_differences(values, stats.MEDIAN_OF_MODEL_MEANS):

@@ -108,7 +108,7 @@ def register(app: typer.Typer) -> None:
                 run_task_contract(get_task(task), on_outcome=show)
                 params: dict[str, Any] = {}
             else:
-                from electra_ablate.pretraining.objective import get_objective
+                from electra_ablate.pretraining.registry import get_objective
 
                 objective_class = get_objective(name)
                 params = parse_params(param or [])

@@ -31,12 +31,12 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Clean the corpus, train the tokenizer, pack sequences and encode the spec's
         fine-tuned tasks; everything is cached, so a later run starts at once."""
+        from electra_ablate.spec import load_spec, parse_set_options
         from electra_ablate.study.prepare import prepare_study_data
-        from electra_ablate.study.spec import load_spec, parse_set_options
 
         study = load_spec(spec, parse_set_options(set_), check_data=True)
         if bundle is not None:
-            from electra_ablate.study.bundle import check_bundle_target
+            from electra_ablate.scaleout.bundle import check_bundle_target
 
             check_bundle_target(bundle)
         prepared = prepare_study_data(study, progress=sys.stderr.isatty())
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
         print_table(headers, tasks)
         typer.echo(f"data fingerprint {summary['fingerprint']} (in every run id of this data)")
         if bundle is not None:
-            from electra_ablate.study.bundle import folder_size, write_bundle
+            from electra_ablate.scaleout.bundle import folder_size, write_bundle
 
             manifest = write_bundle(study, bundle)
             size = folder_size(bundle) / 2**20

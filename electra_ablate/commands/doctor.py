@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         from rich.table import Table
 
         from electra_ablate.infra.storage import atomic_write_text
-        from electra_ablate.study.doctor import diagnose
+        from electra_ablate.pretraining.doctor import diagnose
 
         report = diagnose(steps, compile_check)
         console = Console()

@@ -1,8 +1,8 @@
 """``ablate finetune``: scores of one kept model, outside a study, or exactly as its study got them.
 
-The command parses its options, calls ``electra_ablate.study.finetune.finetune`` (which plans the
-jobs, runs them and summarises them; its docstring says how a study's spec is found and
-repeated) and prints the result as a table or as JSON.
+The command parses its options, calls ``electra_ablate.study.evaluate_kept.evaluate_kept``
+(which plans the jobs, runs them and summarises them; its docstring says how a study's spec is
+found and repeated) and prints the result as a table or as JSON.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import typer
 
 from electra_ablate.infra.tables import print_table
 
-# the defaults electra_ablate.study.finetune applies, for the help text (the CLI imports no torch
-# until a command runs; tests/study/test_finetune_study.py keeps the two in step)
+# the defaults electra_ablate.study.evaluate_kept applies, for the help text (the CLI imports
+# no torch until a command runs; tests/study/test_evaluate_kept.py keeps the two in step)
 DEFAULT_TASKS = "cola,sst2,mrpc,stsb,rte"
 DEFAULT_SEEDS = "0"
 
@@ -76,9 +76,9 @@ def register(app: typer.Typer) -> None:
         hub name when the hub is reachable): its encoder is imported and fine-tuned with the
         same recipe, a fresh head on the [CLS] vector (BERT's pooler is not used).
         """
-        from electra_ablate.study.finetune import finetune
+        from electra_ablate.study.evaluate_kept import evaluate_kept
 
-        report = finetune(
+        report = evaluate_kept(
             checkpoint, spec, tasks, seeds, glue, cap, epochs, lr, device, from_scratch
         )
         if as_json:

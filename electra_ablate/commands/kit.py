@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         """Make a relocatable folder for an offline GPU node: the spec's data bundle
         (compressed), the wheels the node lacks and this project's, the node script (doctor,
         CUDA tests, bench, the study's shards as result packs); print its size."""
-        from electra_ablate.study.kit import NODE_LIMIT_BYTES, build_kit
+        from electra_ablate.scaleout.kit import NODE_LIMIT_BYTES, build_kit
 
         kit = build_kit(spec_path, out, python_version, tuple(platform), log=typer.echo)
         mib = kit.bytes / 2**20

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         written; finished work in STUDY_DIR is never replaced. Weights never travel. A merge
         stopped part way (a full disk, Ctrl-C) is completed by the same command."""
         from electra_ablate.infra.locks import offering_wait
-        from electra_ablate.study.merge import merge_study
+        from electra_ablate.scaleout.merge import merge_study
 
         command = shlex.join(["ablate", *sys.argv[1:]])
         with offering_wait():

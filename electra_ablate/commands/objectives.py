@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print JSON instead of a table"),
     ) -> None:
         """List the registered objectives (built-in and third-party) with their params."""
-        from electra_ablate.pretraining.objective import available_objectives  # imports torch
+        from electra_ablate.pretraining.registry import available_objectives  # imports torch
 
         listing = [
             {"name": name, "description": cls.description, "params": describe_params(cls.Params)}

@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         """Write one .tar.gz of everything in a study folder but its weights and training
         states (tables, records, curves, study.json), checksummed, for `ablate merge`."""
         from electra_ablate.infra.errors import WriteFailed
-        from electra_ablate.study.packs import write_pack
+        from electra_ablate.scaleout.packs import write_pack
 
         try:
             pack = write_pack(study_dir, out, tensorboard)

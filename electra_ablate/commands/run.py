@@ -107,8 +107,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Pre-train every objective at equal FLOPs, fine-tune the checkpoints on GLUE, and
         write OUT/results.parquet. Re-running skips finished work and resumes the rest."""
-        from electra_ablate.study.shards import parse_shard
-        from electra_ablate.study.spec import load_spec, parse_set_options
+        from electra_ablate.scaleout.shards import parse_shard
+        from electra_ablate.spec import load_spec, parse_set_options
 
         if data_bundle is not None:
             from electra_ablate.data.bundle import use_bundle
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
         if launcher is None and (no_wait or partition or account or sbatch):
             raise InputError("--no-wait, --partition, --account and --sbatch need --launcher")
         if launcher is not None:
-            from electra_ablate.study.launch import check_options
+            from electra_ablate.scaleout.launch import check_options
 
             check_options(launcher.value, not no_wait, workers)
         spec = load_spec(spec_path, overrides, check_data=True)
@@ -134,11 +134,11 @@ def register(app: typer.Typer) -> None:
                 spec, spec_path, out_dir, device_name, overrides, workers, progress, plan_json
             )
             return
-        from electra_ablate.study import run_study
+        from electra_ablate.scaleout.runner import run_study
 
         options = None
         if launcher is not None and not collect:
-            from electra_ablate.study.launch import LaunchOptions, sbatch_parameters
+            from electra_ablate.scaleout.launch import LaunchOptions, sbatch_parameters
 
             given = {
                 "partition": partition,
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
 def with_tracker(spec_path: Path, overrides: dict, tracker: str) -> object:
     """The spec's ``tracking`` (as ``--set`` or the file gives it) with ``tracker`` added; a
     value that is no list is left for validation to name."""
-    from electra_ablate.study.spec import read_yaml
+    from electra_ablate.spec import read_yaml
 
     given = overrides.get("tracking", read_yaml(spec_path).get("tracking")) or []
     given = [given] if isinstance(given, str) else given

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Check a study spec completely; exit 0 if valid, 2 with the offending field."""
-        from electra_ablate.study.spec import load_spec, parse_set_options
+        from electra_ablate.spec import load_spec, parse_set_options
 
         study = load_spec(spec, parse_set_options(set_), check_data=data_check)
         variants = f", {len(study.variants)} variant(s)" if study.variants else ""
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Print the study spec's JSON Schema (for YAML language servers; see docs/specs.md)."""
-        from electra_ablate.study.spec import StudySpec, reference_rows
+        from electra_ablate.spec import StudySpec, reference_rows
 
         if markdown:
             typer.echo("| key | type | default | meaning |\n|---|---|---|---|")

@@ -9,9 +9,9 @@
 - ``common``: what both share: ``ContractError``, ``RuleOutcome``, the micro backbone and the
   generated tokenizer.
 
-This package re-exports the public names of all three (0.2's ``testing`` module path now leads
-here, with a warning: ``electra_ablate.infra.moved``). A plugin imports ``check_objective`` and
-``check_task`` from ``electra_ablate.plugin``.
+This package re-exports the public names of all three, eagerly (the checks build models, so
+they need torch anyway). A plugin imports ``check_objective`` and ``check_task`` from
+``electra_ablate.plugin``.
 """
 
 from electra_ablate.conformance.common import (

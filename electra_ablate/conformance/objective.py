@@ -61,6 +61,7 @@ from electra_ablate.conformance.common import (
 from electra_ablate.evaluation.finetune.loop import finetune_task
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.pretraining.flops import measure_step_flops, step_flops
+from electra_ablate.pretraining.metric_names import metric_kind
 from electra_ablate.pretraining.objective import (
     HEAD_KINDS,
     KEPT_ROLES,
@@ -70,9 +71,8 @@ from electra_ablate.pretraining.objective import (
     Objective,
     ObjectiveParams,
     StepOutput,
-    get_objective,
-    metric_kind,
 )
+from electra_ablate.pretraining.registry import get_objective
 
 PARAMS_VALIDATE = "params-validate"
 STEP_OUTPUT = "step-output"
@@ -175,7 +175,7 @@ def contract_batch(
 
 
 def resolve_objective(name_or_class: str | type[Objective]) -> type[Objective]:
-    """An entry-point name or ``package.module:Class`` (``pretraining.objective.get_objective``:
+    """An entry-point name or ``package.module:Class`` (``pretraining.registry.get_objective``:
     an unknown one is an ``InputError`` with a did-you-mean), or the class itself."""
     if isinstance(name_or_class, str):
         return get_objective(name_or_class)

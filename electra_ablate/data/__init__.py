@@ -8,6 +8,6 @@
 - ``pretraining``: the prepared (cached) training and held-out sets, and their unigram
   ``data_vocab``;
 - ``batches``: seeded, sharded batches of packed sequences;
-- ``bundle``: reading a data bundle on an offline node (``electra_ablate.study.bundle`` writes
+- ``bundle``: reading a data bundle on an offline node (``electra_ablate.scaleout.bundle`` writes
   one).
 """

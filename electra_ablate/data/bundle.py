@@ -1,6 +1,6 @@
 """Data bundles, read: a study's prepared data in one relocatable folder, for offline nodes.
 
-``ablate data prepare SPEC --bundle DIR`` (``electra_ablate.study.bundle``) writes, for every
+``ablate data prepare SPEC --bundle DIR`` (``electra_ablate.scaleout.bundle``) writes, for every
 data setting of the spec (each variant's corpus, tokenizer and sequence length):
 
 - ``tokenizers/<key>/`` and ``pretraining/<key>/``: the tokenizer and the packed sequences,

@@ -82,8 +82,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 from pydantic import BaseModel
 
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-from electra_ablate.infra.entry_points import registered
-from electra_ablate.infra.errors import AblateError, InputError, did_you_mean
+from electra_ablate.infra.entry_points import look_up, registered
+from electra_ablate.infra.errors import AblateError, InputError
 
 if TYPE_CHECKING:
     from electra_ablate.checkpoints.kept import LoadedKept
@@ -261,22 +261,11 @@ def available_tasks() -> dict[str, Task]:
 
 
 def get_task(name: str) -> Task:
-    tasks = available_tasks()
-    if name not in tasks:
-        raise InputError(
-            f"unknown task {name!r}{did_you_mean(name, tasks)}; registered: {', '.join(tasks)}"
-        )
-    return tasks[name]
+    return look_up("task", name, available_tasks())
 
 
 def get_family(name: str) -> TaskFamily:
-    families = available_families()
-    if name not in families:
-        raise InputError(
-            f"unknown task family {name!r}{did_you_mean(name, families)}; "
-            f"registered: {', '.join(families)}"
-        )
-    return families[name]
+    return look_up("task family", name, available_families())
 
 
 def family_of(task: Task) -> TaskFamily:

@@ -13,7 +13,5 @@
   process;
 - ``tracking``: the experiment trackers a spec names (TensorBoard, W&B, MLflow, a third
   party's), each behind one fail-safe face;
-- ``faces``: package faces that import a re-exported name's module on first use;
-- ``layers``: the wings in layer order, which ``tests/test_layout.py`` holds the imports to;
-- ``moved``: the pre-0.3 module paths, still importable with a ``DeprecationWarning``.
+- ``layers``: the wings in layer order, which ``tests/test_layout.py`` holds the imports to.
 """

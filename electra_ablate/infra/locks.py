@@ -203,7 +203,7 @@ def lock_study(
     held until released, or ``LockHeld`` naming the holder (exit 2); ``wait`` waits instead.
     The message names no option, as the commands that lock differ in theirs (one that can
     wait adds it: ``offering_wait``).
-    ``shared``: held together with other shards of the study (``study.shards``)."""
+    ``shared``: held together with other shards of the study (``scaleout.shards``)."""
     lock = FolderLock(lock_file, shared)
     try:
         lock.acquire(wait=wait, on_wait=wait_message(folder))

@@ -1,7 +1,7 @@
 """The ``pretrain`` section of a study spec: what the engine needs to train any objective.
 
 It lives with the objective axis, below the study, so that the engine imports its own settings
-and no torch is needed to validate a spec (``electra_ablate.study.spec`` composes it).
+and no torch is needed to validate a spec (``electra_ablate.spec`` composes it).
 """
 
 from __future__ import annotations

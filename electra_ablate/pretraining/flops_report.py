@@ -17,7 +17,8 @@ from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.infra.errors import InputError, did_you_mean
 from electra_ablate.pretraining.engine.plan import plan_run
 from electra_ablate.pretraining.flops import inference_flops, stage_step_flops, training_flops
-from electra_ablate.pretraining.objective import Objective, build_on_meta, get_objective
+from electra_ablate.pretraining.objective import Objective
+from electra_ablate.pretraining.registry import build_on_meta, get_objective
 
 
 def flops_report(

@@ -63,7 +63,7 @@ from electra_ablate.report.plots import (
 )
 from electra_ablate.report.source import StudyTables, read_tables
 from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, seeds, with_interval
-from electra_ablate.study.packs import data_fingerprints
+from electra_ablate.scaleout.packs import data_fingerprints
 
 COMPARE_FILE = "compare.md"
 COMPARE_TABLE = "compare.csv"

@@ -24,7 +24,7 @@ from electra_ablate.report.markdown import (
     lookup,
     table,
 )
-from electra_ablate.study.packs import RUN_RECORD_KEYS, data_fingerprints
+from electra_ablate.scaleout.packs import RUN_RECORD_KEYS, data_fingerprints
 
 
 def backbone_max_len(study: Mapping[str, Any]) -> int | None:

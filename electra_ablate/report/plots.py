@@ -25,7 +25,8 @@ from electra_ablate.analysis.results import constant_tasks, ordered_tasks
 from electra_ablate.evaluation.task import TaskFamily
 from electra_ablate.infra.entry_points import registered
 from electra_ablate.infra.storage import atomic_file
-from electra_ablate.pretraining.objective import ENTRY_POINT_GROUP, KIND_PRIOR, metric_kind
+from electra_ablate.pretraining.metric_names import KIND_PRIOR, metric_kind
+from electra_ablate.pretraining.registry import ENTRY_POINT_GROUP
 
 BASELINE_OBJECTIVE = "none"  # = study.units.BASELINE_OBJECTIVE (kept free of torch imports)
 FLOPS_LABEL = "pre-training FLOPs (paper convention)"

@@ -15,11 +15,8 @@ from collections.abc import Sequence
 
 import polars as pl
 
-from electra_ablate.pretraining.objective import (
-    declared_metric_kinds,
-    metric_kind,
-    split_metric_name,
-)
+from electra_ablate.pretraining.metric_names import metric_kind, split_metric_name
+from electra_ablate.pretraining.registry import declared_metric_kinds
 from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 
 SMOOTHING = 5  # logged points in the rolling mean of a training curve

@@ -21,7 +21,7 @@ from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.trainer import PretrainRun
 from electra_ablate.pretraining.objective import Objective
 from electra_ablate.study.context import Study
-from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, RunUnit
+from electra_ablate.study.units import BASELINE_FRACTION, BaselineUnit, RunUnit, prepared
 
 
 def write_run_json(unit: RunUnit) -> None:
@@ -40,7 +40,7 @@ def pretrain_run(
     """What the trainer needs to train ``unit`` into ``layout`` (its own folder, or a scratch
     folder where a damaged kept encoder or curve is rebuilt, in one process: ``dist``), with
     the unit's open trackers where it trains for the study (a rebuild sends nothing)."""
-    data, spec = study.data(unit.spec).data, unit.spec
+    data, spec = prepared(unit).data, unit.spec
     dist = dist or study.dist
     per_rank = spec.pretrain.batch_size // dist.world_size
     return PretrainRun(
@@ -67,11 +67,9 @@ def run_meta(unit: RunUnit, objective: Objective) -> dict[str, Any]:
     }
 
 
-def write_baseline_kept(study: Study, unit: BaselineUnit) -> None:
+def write_baseline_kept(unit: BaselineUnit) -> None:
     """The baseline's kept encoder: seeded, so writing it again gives the same bytes."""
-    data = study.data(unit.spec).data
-    backbone = study.backbone(unit.spec)
-    kept = fresh_kept(backbone, unit.seed)
+    kept = fresh_kept(unit.backbone, unit.seed)
     meta = {
         "objective": unit.objective,
         "label": unit.label,
@@ -81,7 +79,7 @@ def write_baseline_kept(study: Study, unit: BaselineUnit) -> None:
         "flops_paper": 0.0,
         "flops_standard": 0.0,
     }
-    save_kept(unit.kept_dir(BASELINE_FRACTION), kept, data.tokenizer_dir, meta)
+    save_kept(unit.kept_dir(BASELINE_FRACTION), kept, prepared(unit).data.tokenizer_dir, meta)
 
 
 def unfinished_jobs(study: Study, jobs: list[EvaluationJob]) -> list[EvaluationJob]:

@@ -1,51 +1,27 @@
-"""A study spec resolved into units of work, with the data each needs.
+"""The open study: its spec, folder, device and distribution, and what its units need to run.
 
-Planning builds objectives on the ``meta`` device (shapes, no memory): a ``large`` study plans in
-an instant, and a unit's real objective is built only when that unit trains.
+A ``Study`` is cheap to make and prepares nothing: ``plan.plan_study`` is the one step that
+prepares the data and plans the units. Given a planned unit, the study lists its evaluation jobs
+(``jobs``) and builds its objective (``build``), from what the unit carries.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from electra_ablate.backbone.config import BackboneConfig
-from electra_ablate.backbone.tokens import Vocab
-from electra_ablate.data.pretraining import PretrainingData, data_vocab, prepare_pretraining
-from electra_ablate.evaluation.run import (
-    EvaluationJob,
-    plan_job,
-    plan_reference_job,
-    reference_run_id,
-)
-from electra_ablate.evaluation.task import Task, TaskSettings, family_of, get_task
+from electra_ablate.evaluation.run import EvaluationJob, plan_job, plan_reference_job
+from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.layout import StudyLayout
 from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS
 from electra_ablate.pretraining.engine.distributed import Distributed
-from electra_ablate.pretraining.engine.plan import plan_run
-from electra_ablate.pretraining.flops import training_flops
-from electra_ablate.pretraining.objective import (
-    Objective,
-    build_objective,
-    build_on_meta,
-    init_output_biases,
-)
-from electra_ablate.study.spec import ObjectiveEntry, StudySpec, task_settings
-from electra_ablate.study.units import (
-    BASELINE_LABEL,
-    IDENTITY_EXCLUDED,
-    BaselineUnit,
-    ReferenceUnit,
-    RunUnit,
-    Unit,
-    config_hash,
-    variant_label,
-)
+from electra_ablate.pretraining.objective import Objective
+from electra_ablate.pretraining.registry import build_objective, init_output_biases
+from electra_ablate.spec import StudySpec, task_settings
+from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit, prepared
 
 
 def resolve_device(requested: str) -> torch.device:
@@ -71,24 +47,10 @@ def refuse_cuda_graphs_off_cuda(spec: StudySpec, device: torch.device) -> None:
             )
 
 
-@dataclass
-class VariantData:
-    """Tokenizer, packed sequences, token statistics and task data fingerprints of one data
-    setting."""
-
-    data: PretrainingData
-    vocab: Vocab
-    task_fingerprints: dict[str, str] = field(default_factory=dict)  # per task, for job ids
-
-    @property
-    def fingerprint(self) -> str:
-        """The data fingerprint (``data.pretraining.data_fingerprint``: a hash of the tokenizer's
-        files and every packed sequence), part of every run, baseline and reference id: a unit
-        trained on other data is another unit, whichever cache or machine built the data."""
-        return self.data.summary["fingerprint"]
-
-
 class Study:
+    """A study opened on this machine: the spec, its folder, the device and the ``torchrun``
+    ranks it runs on. Planning it (``plan.plan_study``) is a separate, named step."""
+
     def __init__(
         self,
         spec: StudySpec,
@@ -105,91 +67,6 @@ class Study:
         requested = resolve_device(device or spec.device)
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
-        self._data: dict[str, VariantData] = {}
-
-    # ------------------------------------------------------------------- planning
-    def prepare(self, progress: bool = False) -> list[Unit]:
-        """Every unit of the study, in spec order: per variant, each objective at each seed,
-        then its no-pre-training baseline, then the reference scorers its tasks declare.
-        Missing task data fails here, before any compute."""
-        units: list[Unit] = []
-        for variant, spec in self.spec.variant_specs():
-            data = self.data(spec, progress)
-            references: list[str] = []
-            for block in spec.evaluation_blocks():
-                for name in block.tasks:
-                    task = get_task(name)
-                    family_of(task).check(task, task_settings(spec, block, name))
-                    references += [r for r in task.references if r not in references]
-            budget = self.budget_flops(spec)
-            for entry in spec.objectives:
-                for seed in spec.pretrain.seeds:
-                    units.append(self.run_unit(variant, spec, entry, seed, budget))
-            if any(block.baseline for block in spec.evaluation_blocks()):
-                units.append(self.baseline_unit(variant, spec, data))
-            for reference in references:
-                reference_id = reference_run_id(reference, data.fingerprint)
-                layout = self.layout.reference(variant_label(reference, variant), reference_id)
-                units.append(ReferenceUnit(variant, spec, reference, reference_id, layout))
-        return units
-
-    def run_unit(
-        self, variant: str | None, spec: StudySpec, entry: ObjectiveEntry, seed: int, budget: float
-    ) -> RunUnit:
-        objective = self.build_on_meta(spec, entry)
-        backbone = self.backbone(spec)
-        plan = plan_run(
-            objective,
-            budget,
-            spec.budget.convention,
-            spec.pretrain.batch_size,
-            backbone.max_seq_len,
-            spec.budget.checkpoints,
-        )
-        config = {
-            "objective": entry.name,
-            "params": objective.params.model_dump(),
-            "backbone": backbone.model_dump(),
-            # an option left unset (None) stays out, so adding one never changes earlier ids
-            "pretrain": spec.pretrain.model_dump(exclude=set(IDENTITY_EXCLUDED), exclude_none=True),
-            "budget_flops": budget,
-            "convention": spec.budget.convention,
-            "checkpoints": sorted(spec.budget.checkpoints),
-            "data": self.data(spec).fingerprint,
-            "seed": seed,
-        }
-        run_id = config_hash(config)
-        layout = self.layout.run(variant_label(entry.display, variant), seed, run_id)
-        return RunUnit(variant, spec, entry, seed, plan, config, run_id, layout)
-
-    def baseline_unit(
-        self, variant: str | None, spec: StudySpec, data: VariantData
-    ) -> BaselineUnit:
-        config = {"baseline": self.backbone(spec).model_dump(), "data": data.fingerprint, "init": 0}
-        baseline_id = config_hash(config)
-        layout = self.layout.baseline(variant_label(BASELINE_LABEL, variant), baseline_id)
-        return BaselineUnit(variant, spec, config, baseline_id, layout)
-
-    def budget_flops(self, spec: StudySpec) -> float:
-        budget = spec.budget
-        if budget.flops is not None:
-            return budget.flops
-        label = budget.steps_of or spec.objectives[0].display
-        entry = next(o for o in spec.objectives if o.display == label)
-        return training_flops(
-            self.build_on_meta(spec, entry),
-            self.backbone(spec).max_seq_len,
-            spec.pretrain.batch_size,
-            budget.steps,
-            budget.convention,
-        )
-
-    def task_fingerprint(self, spec: StudySpec, task: Task, settings: TaskSettings) -> str:
-        """The task data's fingerprint, computed once per data setting."""
-        known = self.data(spec).task_fingerprints
-        if task.name not in known:
-            known[task.name] = family_of(task).fingerprint(task, settings)
-        return known[task.name]
 
     def jobs(self, unit: Unit, ready_only: bool = True) -> list[EvaluationJob]:
         """The unit's evaluations: per evaluation block, checkpoint, task and seed (a task with
@@ -207,7 +84,7 @@ class Study:
                 for name in block.tasks:
                     task = get_task(name)
                     settings = task_settings(unit.spec, block, name)
-                    fingerprint = self.task_fingerprint(unit.spec, task, settings)
+                    fingerprint = prepared(unit).task_fingerprints[name]
                     for seed in block.seeds if task.seeded else block.seeds[:1]:
                         job = plan_job(
                             unit.run_id, fraction, kept_dir, task, seed, settings, fingerprint
@@ -217,7 +94,6 @@ class Study:
 
     def reference_jobs(self, unit: ReferenceUnit) -> list[EvaluationJob]:
         """The reference scored on every task that declares it, with that task's seeds."""
-        data = self.data(unit.spec)
         jobs = []
         for block in unit.spec.evaluation_blocks():
             for name in block.tasks:
@@ -225,16 +101,16 @@ class Study:
                 if unit.reference not in task.references:
                     continue
                 settings = task_settings(unit.spec, block, name)
-                fingerprint = self.task_fingerprint(unit.spec, task, settings)
+                fingerprint = prepared(unit).task_fingerprints[name]
                 for seed in block.seeds if task.seeded else block.seeds[:1]:
                     job = plan_reference_job(
                         unit.reference,
-                        data.fingerprint,
+                        prepared(unit).fingerprint,
                         task,
                         seed,
                         settings,
                         fingerprint,
-                        data.data.tokenizer_dir,
+                        prepared(unit).data.tokenizer_dir,
                     )
                     jobs.append(job)
         return jobs
@@ -245,31 +121,7 @@ class Study:
         torch.manual_seed(unit.seed)
         spec = unit.spec
         objective = build_objective(
-            unit.entry.name, self.backbone(spec), unit.entry.params, self.data(spec).vocab
+            unit.entry.name, unit.backbone, unit.entry.params, prepared(unit).vocab
         )
         init_output_biases(objective, spec.pretrain.prior_bias)
         return objective
-
-    def build_on_meta(self, spec: StudySpec, entry: ObjectiveEntry) -> Objective:
-        vocab = self.data(spec).vocab
-        return build_on_meta(entry.name, self.backbone(spec), entry.params, vocab)
-
-    def backbone(self, spec: StudySpec) -> BackboneConfig:
-        return spec.backbone_config(vocab_size=self.data(spec).data.vocab_size)
-
-    # ----------------------------------------------------------------------- data
-    def data(self, spec: StudySpec, progress: bool = False) -> VariantData:
-        """The spec's tokenizer and packed corpus (built once and cached on disk; under
-        ``torchrun`` rank 0 builds while the others wait)."""
-        seq_len = spec.backbone_config().max_seq_len
-        key = json.dumps([spec.data.model_dump(mode="json"), seq_len], sort_keys=True)
-        if key not in self._data:
-            if not self.dist.is_main:
-                self.dist.barrier()
-            data = prepare_pretraining(
-                spec.data, seq_len, spec_dir=spec.spec_dir, progress=progress
-            )
-            if self.dist.is_main:
-                self.dist.barrier()
-            self._data[key] = VariantData(data, data_vocab(data))
-        return self._data[key]

@@ -27,39 +27,38 @@ from pathlib import Path
 from electra_ablate.data.bundle import data_settings
 from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.paths import settings_hash
-from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.storage import atomic_write_text
+from electra_ablate.spec import task_settings
 from electra_ablate.study.context import Study
-from electra_ablate.study.spec import task_settings
+from electra_ablate.study.plan import StudyPlan
 
 DATA_FILE = "data.json"
 
 
-def current_fingerprints(study: Study) -> dict[str, str]:
+def current_fingerprints(plan: StudyPlan) -> dict[str, str]:
     """Per data setting of the spec (a short hash of it), the fingerprint of its data here."""
     found = {}
-    for _, spec in study.spec.variant_specs():
-        seq_len = spec.backbone_config().max_seq_len
+    for _, spec, data in plan.variants:
+        seq_len = data.backbone.max_seq_len
         key = settings_hash(data_settings(spec.data, seq_len, PackingConfig().as_dict()))
-        found[key] = study.data(spec).fingerprint
+        found[key] = data.fingerprint
     return found
 
 
-def current_evaluation_fingerprints(study: Study) -> dict[str, str]:
+def current_evaluation_fingerprints(plan: StudyPlan) -> dict[str, str]:
     """Per evaluated task, a short hash of the data its results were read from here: the task
     family's fingerprint of the task's files (``TaskFamily.fingerprint``: their contents, the
     value every job id of the task holds, computed once per data setting and reused) with the
     training and evaluation caps that pick the rows a job reads. A task evaluated with several
     (variants moving data.glue, two evaluation blocks) gets one hash of them all."""
     read: dict[str, set[str]] = {}
-    for _, spec in study.spec.variant_specs():
+    for _, spec, data in plan.variants:
         for block in spec.evaluation_blocks():
             for name in block.tasks:
-                task = get_task(name)
                 settings = task_settings(spec, block, name)
                 used = {
-                    "data": study.task_fingerprint(spec, task, settings),
+                    "data": data.task_fingerprints[name],
                     "train_cap": settings.recipe.cap_for(name),
                     "eval_cap": settings.eval_cap,
                 }
@@ -70,12 +69,12 @@ def current_evaluation_fingerprints(study: Study) -> dict[str, str]:
     }
 
 
-def check_study_data(study: Study, record: bool = True) -> None:
+def check_study_data(study: Study, plan: StudyPlan, record: bool = True) -> None:
     """Stop (``MixedData``) where the folder's results were made with other data for the same
     data setting; with ``record``, note the current data for settings not seen before."""
     path = study.layout.root / DATA_FILE
     recorded = read_recorded(path)
-    current = current_fingerprints(study)
+    current = current_fingerprints(plan)
     for key, fingerprint in current.items():
         if recorded.get(key, fingerprint) != fingerprint:
             raise MixedData(

@@ -41,8 +41,9 @@ from electra_ablate.infra.progress import progress_mode, status_line
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
+from electra_ablate.study.plan import plan_study
 from electra_ablate.study.reuse import finished_record, near_run, reusable_from
-from electra_ablate.study.units import RunUnit, Unit
+from electra_ablate.study.units import RunUnit, Unit, prepared
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
 SPEEDUP_WINDOWS = 3  # windows at the workers' thread count, against as many on one thread
@@ -121,7 +122,7 @@ def estimate_plan(
     refuse_cuda_graphs_off_cuda(spec, study.device)  # the dry run times the real step
     mode = progress_mode(progress)
     with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
-        units = study.prepare(progress=mode == "live")
+        units = plan_study(study, progress=mode == "live").units
         say("timing the plan on this machine")
         return estimate_study(study, units, workers, say)
 
@@ -161,7 +162,7 @@ def estimate_study(
                 }
             finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
             for job in study.jobs(unit, ready_only=False):
-                if finetuned(study, job):
+                if evaluated(study, job):
                     continue
                 task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
@@ -206,7 +207,7 @@ def to_train(unit: Unit, reused: dict[str, str]) -> bool:
     return not unit.done and unit.run_id not in reused
 
 
-def finetuned(study: Study, job: EvaluationJob) -> bool:
+def evaluated(study: Study, job: EvaluationJob) -> bool:
     """Whether ``job`` is finished here, or in a study beside that the run copies it from."""
     if study.layout.finetune_record(job.job_id).exists():
         return True
@@ -283,7 +284,7 @@ def stepper(
     """A function that runs one real training step of ``unit`` and returns its seconds on
     ``clock``, on a throwaway run folder; one warm-up step (caches, allocations) is taken
     first."""
-    data = study.data(unit.spec).data
+    data = prepared(unit).data
     spec = unit.spec.pretrain
     with tempfile.TemporaryDirectory() as tmp:
         run = PretrainRun(
@@ -320,9 +321,7 @@ def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
     if job.reference is not None:
         task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
         return clock() - cpu
-    kept = LoadedKept(
-        fresh_kept(study.backbone(unit.spec)), {}, study.data(unit.spec).data.tokenizer_dir
-    )
+    kept = LoadedKept(fresh_kept(unit.backbone), {}, prepared(unit).data.tokenizer_dir)
     seconds = task.estimate_seconds(kept, job.settings, study.device)
     share = (clock() - cpu) / max(time.perf_counter() - wall, 1e-9)
     return seconds * min(share, 1.0)

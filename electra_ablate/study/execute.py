@@ -80,7 +80,7 @@ def pretrain(
 def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
     """Save the variant's backbone, freshly initialised, as a checkpoint to fine-tune."""
     if not unit.done:
-        write_baseline_kept(study, unit)
+        write_baseline_kept(unit)
     return {"status": "done", "message": "", "steps": 0, "flops_paper": 0.0, "flops_standard": 0.0}
 
 
@@ -96,7 +96,7 @@ def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **k
     return pretrain(study, unit, progress, **kw)
 
 
-def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
+def evaluate(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     """Evaluate one checkpoint on one task with one seed (or read back its record)."""
     path = study.layout.finetune_record(job.job_id)
     if not path.exists() and study.reuse and (record := finished_record(study, job.job_id)):
@@ -109,8 +109,8 @@ def finetune(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     return record
 
 
-def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
-    """Every fine-tune of one unit's checkpoints (finished ones are read back, not redone);
+def evaluate_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, Any]]:
+    """Every evaluation of one unit's checkpoints (finished ones are read back, not redone);
     then the spec's trackers get what of the unit they lack (``tracked.track_unit``): one
     tracker run opened per unit and batch of evaluations, not one per job."""
     jobs = study.jobs(unit)
@@ -119,7 +119,7 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
         log(f"  fine-tune {unit.label}: {todo} of {len(jobs)} (checkpoint, task, seed) jobs")
     records = []
     for job in jobs:
-        record = finetune(study, unit, job)
+        record = evaluate(study, unit, job)
         if record["status"] == "failed":
             log(
                 f"  fine-tune {job.task} seed {job.seed} at {job.fraction:g} FAILED: "
@@ -130,5 +130,5 @@ def finetune_unit(study: Study, unit: Unit, log: Log = print) -> list[dict[str, 
     return records
 
 
-def all_finetuned(study: Study, unit: Unit) -> bool:
+def all_evaluated(study: Study, unit: Unit) -> bool:
     return not unfinished_jobs(study, study.jobs(unit))

@@ -42,6 +42,7 @@ from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.engine.metrics_log import metrics_problem
 from electra_ablate.pretraining.engine.state import verify_state
 from electra_ablate.pretraining.engine.trainer import Trainer
+from electra_ablate.spec import StudySpec, recorded_spec
 from electra_ablate.study.building import (
     pretrain_run,
     run_meta,
@@ -50,6 +51,7 @@ from electra_ablate.study.building import (
     write_run_json,
 )
 from electra_ablate.study.context import Study
+from electra_ablate.study.plan import plan_study
 from electra_ablate.study.records import (
     FINETUNE_KEYS,
     quarantine,
@@ -57,12 +59,12 @@ from electra_ablate.study.records import (
     record_problem,
     warn,
 )
-from electra_ablate.study.spec import StudySpec, recorded_spec
 from electra_ablate.study.units import (
     BASELINE_FRACTION,
     BaselineUnit,
     RunUnit,
     Unit,
+    prepared,
 )
 
 Log = Callable[[str], None]
@@ -200,7 +202,7 @@ def rebuild_kept(study: Study, unit: Unit, fraction: float, problem: str) -> Non
             return  # another process rebuilt it while this one waited
         before = weights_digest(target)
         if isinstance(unit, BaselineUnit):
-            write_baseline_kept(study, unit)
+            write_baseline_kept(unit)
             how = "written again (its initialisation is seeded)"
         else:
             step = dict(unit.plan.checkpoints)[fraction]
@@ -252,7 +254,7 @@ def kept_from_state(study: Study, unit: RunUnit, state: Path, fraction: float) -
         "flops_paper": flops["paper"],
         "flops_standard": flops["standard"],
     }
-    tokenizer_dir = study.data(unit.spec).data.tokenizer_dir
+    tokenizer_dir = prepared(unit).data.tokenizer_dir
     save_kept(unit.kept_dir(fraction), objective.kept_model(), tokenizer_dir, meta)
 
 
@@ -340,7 +342,8 @@ def repair_kept_folder(kept_dir: Path) -> bool:
             f"{info_path} does not hold a study spec ({exc})"
         ) from None
     study = Study(spec, Path(info.get("spec_path") or "."), study_root, "cpu", reuse=False)
-    units = [u for u in study.prepare() if u.layout.root.resolve() == run_root.resolve()]
+    planned = plan_study(study).units
+    units = [u for u in planned if u.layout.root.resolve() == run_root.resolve()]
     fractions = [f for u in units for f in kept_fractions(u) if u.kept_dir(f) == kept_dir]
     if not units or not fractions:
         raise InputError(

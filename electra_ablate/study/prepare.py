@@ -17,7 +17,7 @@ from electra_ablate.evaluation.finetune.loop import supported_max_len
 from electra_ablate.evaluation.finetuned import FinetunedTask
 from electra_ablate.evaluation.task import family_of, get_task
 from electra_ablate.infra.progress import status_line
-from electra_ablate.study.spec import StudySpec, task_settings
+from electra_ablate.spec import StudySpec, task_settings
 
 
 @dataclass(frozen=True)

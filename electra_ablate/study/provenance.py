@@ -19,10 +19,11 @@ from electra_ablate.infra.layout import PLAN_FILE
 from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import current_evaluation_fingerprints
+from electra_ablate.study.plan import StudyPlan
 from electra_ablate.study.units import BaselineUnit, ReferenceUnit, RunUnit, Unit
 
 
-def write_study_json(study: Study, started: float, finished: float) -> None:
+def write_study_json(study: Study, plan: StudyPlan, started: float, finished: float) -> None:
     spec = study.spec
     variants = spec.variant_specs()
     base = variants[0][1]
@@ -34,12 +35,12 @@ def write_study_json(study: Study, started: float, finished: float) -> None:
         "variants": {
             label: variant.model_dump(mode="json") for label, variant in variants if label
         },
-        "backbone": study.backbone(base).model_dump(),
+        "backbone": plan.base.backbone.model_dump(),
         "pretrain": base.pretrain.model_dump(mode="json"),
         "budget": spec.budget.model_dump(),
-        "data": {**spec.data.model_dump(), **study.data(base).data.summary},
-        "data_fingerprints": sorted({study.data(v).fingerprint for _, v in variants}),
-        "evaluation_fingerprints": current_evaluation_fingerprints(study),
+        "data": {**spec.data.model_dump(), **plan.base.data.summary},
+        "data_fingerprints": sorted({data.fingerprint for _, _, data in plan.variants}),
+        "evaluation_fingerprints": current_evaluation_fingerprints(plan),
         **{
             key: (
                 {

@@ -13,18 +13,40 @@ identity.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from electra_ablate.backbone.config import BackboneConfig
+from electra_ablate.backbone.tokens import Vocab
+from electra_ablate.data.pretraining import PretrainingData
 from electra_ablate.infra.identity import IDENTITY_EXCLUDED as IDENTITY_EXCLUDED
 from electra_ablate.infra.identity import config_hash as config_hash
 from electra_ablate.infra.layout import BASELINE_FRACTION, RunLayout
 from electra_ablate.pretraining.engine.plan import RunPlan
-from electra_ablate.study.spec import FinetuneSpec, ObjectiveEntry, StudySpec
+from electra_ablate.spec import FinetuneSpec, ObjectiveEntry, StudySpec
 
 BASELINE_OBJECTIVE = "none"
 BASELINE_LABEL = "no pre-training"
+
+
+@dataclass
+class VariantData:
+    """What one data setting gives every unit planned on it: the tokenizer and packed
+    sequences, the vocabulary, the backbone sized to that vocabulary, and the task data
+    fingerprints (per task, for job ids). Made once, by ``plan.plan_study``."""
+
+    data: PretrainingData
+    vocab: Vocab
+    backbone: BackboneConfig
+    task_fingerprints: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        """The data fingerprint (``data.pretraining.data_fingerprint``: a hash of the tokenizer's
+        files and every packed sequence), part of every run, baseline and reference id: a unit
+        trained on other data is another unit, whichever cache or machine built the data."""
+        return self.data.summary["fingerprint"]
 
 
 def variant_label(label: str, variant: str | None) -> str:
@@ -44,10 +66,15 @@ class RunUnit:
     config: dict[str, Any]  # everything its identity is a hash of
     run_id: str
     layout: RunLayout
+    data: VariantData | None = field(default=None, compare=False, repr=False)  # see prepared
 
     @property
     def label(self) -> str:
         return variant_label(self.entry.display, self.variant)
+
+    @property
+    def backbone(self) -> BackboneConfig:
+        return prepared(self).backbone
 
     @property
     def objective(self) -> str:
@@ -74,12 +101,17 @@ class BaselineUnit:
     config: dict[str, Any]
     run_id: str
     layout: RunLayout
+    data: VariantData | None = field(default=None, compare=False, repr=False)  # see prepared
     seed: int = 0
     objective: str = BASELINE_OBJECTIVE
 
     @property
     def label(self) -> str:
         return variant_label(BASELINE_LABEL, self.variant)
+
+    @property
+    def backbone(self) -> BackboneConfig:
+        return prepared(self).backbone
 
     @property
     def done(self) -> bool:
@@ -102,6 +134,7 @@ class ReferenceUnit:
     reference: str
     run_id: str
     layout: RunLayout
+    data: VariantData | None = field(default=None, compare=False, repr=False)  # see prepared
     seed: int = 0
     done: bool = True  # nothing to train
 
@@ -118,3 +151,12 @@ class ReferenceUnit:
 
 
 Unit = RunUnit | BaselineUnit | ReferenceUnit
+
+
+def prepared(unit: Unit) -> VariantData:
+    """The data ``plan.plan_study`` gave ``unit``: carried, never compared (the unit's id holds
+    the data's fingerprint). A merge names units from their records alone and gives them none:
+    nothing trains or evaluates those."""
+    if unit.data is None:
+        raise RuntimeError(f"{unit.label} was not planned by plan_study: it carries no data")
+    return unit.data

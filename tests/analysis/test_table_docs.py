@@ -21,8 +21,8 @@ from engine_helpers import make_trainer
 from electra_ablate.analysis.results import OPTIONAL_COLUMNS, RUNS_OPTIONAL_COLUMNS
 from electra_ablate.analysis.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 from electra_ablate.infra.layout import BASELINE_FRACTION, RunLayout, StudyLayout
-from electra_ablate.pretraining.objective import metric_kind
-from electra_ablate.study.spec import ObjectiveEntry
+from electra_ablate.pretraining.metric_names import metric_kind
+from electra_ablate.spec import ObjectiveEntry
 from electra_ablate.study.tables import write_tables
 from electra_ablate.study.units import BASELINE_LABEL, BASELINE_OBJECTIVE, RunUnit
 

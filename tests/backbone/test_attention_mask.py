@@ -12,7 +12,7 @@ from electra_ablate.backbone import model as model_module
 from electra_ablate.data.batches import PackedBatches
 from electra_ablate.data.packing import padded_table
 from electra_ablate.evaluation.finetune.batching import Examples, collate
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 def packed(lengths: list[int], seq_len: int = 12) -> pa.Table:

@@ -20,7 +20,7 @@ from electra_ablate.checkpoints.hf_import import is_hub_name, load_hf
 from electra_ablate.commands.finetune import register
 from electra_ablate.evaluation.glue.data import encode_glue
 from electra_ablate.infra.errors import InputError
-from electra_ablate.study.finetune import load_checkpoint
+from electra_ablate.study.evaluate_kept import load_checkpoint
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

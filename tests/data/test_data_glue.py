@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.evaluation.finetune import as_examples
+from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.glue.data import (
     GLUE_TASKS,
     encode_glue,

@@ -192,15 +192,16 @@ def test_a_preempted_job_is_requeued_and_resumes_to_the_same_run(
     and the run resumes from its newest state to the weights and curve of an unbroken run."""
     import submitit
 
-    from electra_ablate.study import Study
-    from electra_ablate.study.launch import PretrainJob, StudySetup
-    from electra_ablate.study.spec import load_spec
+    from electra_ablate.scaleout.launch import PretrainJob, StudySetup
+    from electra_ablate.spec import load_spec
+    from electra_ablate.study.context import Study
+    from electra_ablate.study.plan import plan_study
 
     for name in ("ABLATE_DATA_DIR", "ABLATE_CACHE"):  # the job inherits this environment
         monkeypatch.setenv(name, smoke_env[name])
     out = tmp_path / "runs" / "electra"
     spec = load_spec(electra_spec)
-    units = Study(spec, electra_spec, out, "cpu").prepare()
+    units = plan_study(Study(spec, electra_spec, out, "cpu")).units
     (index,) = [i for i, u in enumerate(units) if u.label == "electra"]
     setup = StudySetup(spec, electra_spec, out, None, {}, reuse=False)
     executor = submitit.AutoExecutor(folder=tmp_path / "jobs", cluster="local")

@@ -1,15 +1,14 @@
 """Every pointer resolves (issue 42): the repository files that the README and docs/ name exist,
-and every dotted ``electra_ablate.…`` name in them and in the package's docstrings imports, as a
-module or a module's attribute, at its current path (an old path that only works through
-``electra_ablate.infra.moved``'s deprecation finder counts as rotten)."""
+every dotted ``electra_ablate.…`` name in them and in the package's docstrings imports, as a
+module or a module's attribute, and every ``from electra_ablate… import X`` in them (an example)
+imports each ``X`` from that module. The checks are tried on planted bad names first, so a clean
+result on the real sources means something."""
 
 from __future__ import annotations
 
 import ast
 import importlib
 import re
-import sys
-import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +21,12 @@ REPO_PATH = re.compile(
     r"|\.ci)/[\w./-]*|pyproject\.toml|mkdocs\.yml)"
 )
 DOTTED = re.compile(r"(?<![\w.])electra_ablate(?:\.\w+)+")
-# moved.py names the old paths on purpose: they are what its finder maps
-EXEMPT_DOCSTRINGS = {ROOT / "electra_ablate" / "infra" / "moved.py"}
+# ``from electra_ablate[.pkg] import a, b as c`` on one line, or with the names in parentheses
+# over several (an example in a docstring or a page, indented or not)
+FROM_IMPORT = re.compile(
+    r"(?<![\w.])from[ \t]+(electra_ablate(?:\.\w+)*)[ \t]+import[ \t]+(\([^)]*\)|[^\n#`]*)"
+)
+IMPORTED = re.compile(r"(\w+)(?:\s+as\s+\w+)?")
 
 
 # where a path is named: fenced blocks, code spans and link targets; in plain prose only a
@@ -64,18 +67,15 @@ def entry_point_groups() -> set[str]:
 
 
 def unresolved(name: str) -> str | None:
-    """Why ``name`` does not resolve at its current path, or None if it does."""
+    """Why ``name`` does not resolve, or None if it does: the longest prefix that imports as a
+    module, then the rest as its attributes."""
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
         module_name = ".".join(parts[:cut])
         try:
-            with warnings.catch_warnings():  # an old path warns: it is reported below instead
-                warnings.simplefilter("ignore", DeprecationWarning)
-                module = importlib.import_module(module_name)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError:
             continue
-        if sys.modules[module_name].__name__ != module_name:
-            return f"an old path of {sys.modules[module_name].__name__}"
         obj = module
         for attr in parts[cut:]:
             if not hasattr(obj, attr):
@@ -83,6 +83,19 @@ def unresolved(name: str) -> str | None:
             obj = getattr(obj, attr)
         return None
     return "no such module"
+
+
+def imported_names(text: str) -> set[str]:
+    """The dotted ``module.name`` of every name a ``from electra_ablate… import`` in ``text``
+    imports, or ``module.<what>`` where what follows ``import`` is not a list of names."""
+    found = set()
+    for module, what in FROM_IMPORT.findall(text):
+        what = re.sub(r"#[^\n]*", "", what).strip().strip("()")  # comments between names
+        items = [item.strip() for item in what.split(",")]
+        for item in filter(None, items):
+            name = IMPORTED.fullmatch(item)
+            found.add(f"{module}.{name[1] if name else f'<{item}>'}")
+    return found
 
 
 def package_sources() -> list[Path]:
@@ -112,25 +125,86 @@ def test_the_docs_name_the_files_they_point_at():
     assert repo_paths("411 examples/s, see docs/design.md.") == {"docs/design.md"}
 
 
-def test_every_dotted_name_in_the_docs_and_docstrings_resolves():
+def pointer_problems(texts: list[str]) -> set[str]:
+    """Every dotted name and every name imported ``from electra_ablate…`` in ``texts`` that does
+    not resolve, with why."""
     groups = entry_point_groups()
-    sources = {doc: [doc.read_text(encoding="utf-8")] for doc in DOCS}
-    sources.update({p: docstrings(p) for p in package_sources() if p not in EXEMPT_DOCSTRINGS})
     problems = set()
-    for where, texts in sources.items():
-        for text in texts:
-            for name in set(DOTTED.findall(text)) - groups:
-                why = unresolved(name)
-                if why:
-                    problems.add(f"{where.relative_to(ROOT)}: {name} ({why})")
+    for text in texts:
+        for name in (set(DOTTED.findall(text)) - groups) | imported_names(text):
+            why = "not a name" if name.endswith(">") else unresolved(name)
+            if why:
+                problems.add(f"{name} ({why})")
+    return problems
+
+
+def test_every_dotted_and_imported_name_in_the_docs_and_docstrings_resolves():
+    sources = {doc: [doc.read_text(encoding="utf-8")] for doc in DOCS}
+    sources.update({p: docstrings(p) for p in package_sources()})
+    problems = {
+        f"{where.relative_to(ROOT)}: {problem}"
+        for where, texts in sources.items()
+        for problem in pointer_problems(texts)
+    }
     assert not problems, sorted(problems)
 
 
+def test_the_docs_hold_imports_to_check():
+    """The import check above has something to check: the pages and docstrings show imports."""
+    texts = [d.read_text(encoding="utf-8") for d in DOCS]
+    texts += [text for p in package_sources() for text in docstrings(p)]
+    named = set().union(*(imported_names(text) for text in texts))
+    assert {"electra_ablate.api", "electra_ablate.plugin.check_objective"} <= named
+    assert "electra_ablate.analysis.results.read_results" in named  # a docstring's example
+
+
 def test_an_old_or_missing_name_does_not_resolve():
-    """The resolver itself: a moved module's old path and a missing attribute are caught."""
+    """The resolver itself: an old (0.2) path and a missing attribute are caught."""
     assert unresolved("electra_ablate.pretraining.objective.Objective") is None
+    assert unresolved("electra_ablate.evaluation.glue") is None  # a module, not an attribute
     assert "no Nonexistent" in unresolved("electra_ablate.pretraining.objective.Nonexistent")
-    assert "old path of electra_ablate.pretraining.objective" in unresolved(
-        "electra_ablate.objective.Objective"
+    assert unresolved("electra_ablate.objective.Objective") == (
+        "electra_ablate has no objective.Objective"
     )
     assert unresolved("electra_ablate.no_such_wing") == "electra_ablate has no no_such_wing"
+
+
+PLANTED = """
+A page's prose: ``from electra_ablate.plugin import Objective, NoSuchName`` imports one good
+and one bad name; so does this example::
+
+    from electra_ablate import api, objective
+    from electra_ablate.evaluation.finetune import FinetuneRecipe  # a package that re-exports none
+    from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe as Recipe
+    from electra_ablate.pretraining.objective import (
+        Objective,
+        Stale,  # gone
+    )
+    from electra_ablate.study import spec
+"""
+
+
+def test_the_import_check_finds_planted_bad_imports():
+    """Every form an example imports in: one line, ``as``, parentheses over several lines, a
+    module from its package; and the bad names among them are the ones reported."""
+    assert imported_names(PLANTED) == {
+        "electra_ablate.plugin.Objective",
+        "electra_ablate.plugin.NoSuchName",
+        "electra_ablate.api",
+        "electra_ablate.objective",
+        "electra_ablate.evaluation.finetune.FinetuneRecipe",
+        "electra_ablate.evaluation.finetune.recipe.FinetuneRecipe",
+        "electra_ablate.pretraining.objective.Objective",
+        "electra_ablate.pretraining.objective.Stale",
+        "electra_ablate.study.spec",
+    }
+    assert pointer_problems([PLANTED]) == {
+        "electra_ablate.plugin.NoSuchName (electra_ablate.plugin has no NoSuchName)",
+        "electra_ablate.objective (electra_ablate has no objective)",
+        "electra_ablate.evaluation.finetune.FinetuneRecipe "
+        "(electra_ablate.evaluation.finetune has no FinetuneRecipe)",
+        "electra_ablate.pretraining.objective.Stale "
+        "(electra_ablate.pretraining.objective has no Stale)",
+        "electra_ablate.study.spec (electra_ablate.study has no spec)",
+    }
+    assert imported_names("from electra_ablate.plugin import *") == {"electra_ablate.plugin.<*>"}

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
-from objective_names import BUILT_IN
+from objective_names import GROUP
 
 from electra_ablate.cli import run_cli
 from electra_ablate.infra.errors import SpecError
-from electra_ablate.study.spec import load_spec
+from electra_ablate.spec import load_spec
 
 STUDIES = Path(__file__).resolve().parents[2] / "studies"
 VALID = """
@@ -150,10 +151,13 @@ def test_unreadable_spec_files_exit_2(tmp_path, capsys, content, message):
     assert code == 2 and message in err and "Traceback" not in err
 
 
-def test_objectives_json_lists_the_seven_with_params(capsys):
+def test_objectives_json_lists_every_installed_objective_with_params(capsys):
+    """The built-ins and any plugin installed beside them (the example plugin, when installed):
+    every entry point of the group, each once, by name."""
     assert run_cli(["objectives", "--json"]) == 0
     listing = {o["name"]: o for o in json.loads(capsys.readouterr().out)}
-    assert set(BUILT_IN) <= set(listing)
+    installed = {ep.name for ep in entry_points(group=GROUP)}
+    assert list(listing) == sorted(installed)
     electra_params = {p["name"]: p["default"] for p in listing["electra"]["params"]}
     assert electra_params["disc_weight"] == 50.0 and electra_params["generator_size"] == 0.25
     assert electra_params["mask_rate"] == 0.15 and electra_params["tying"] == "embeddings"
@@ -163,7 +167,7 @@ def test_the_docs_list_every_spec_key_with_its_default(capsys):
     """The docs' spec key reference is `ablate schema --markdown`, pasted: a key added to the
     spec models, or a default or meaning changed, and not pasted into docs/spec-reference.md
     fails here."""
-    from electra_ablate.study.spec import reference_rows
+    from electra_ablate.spec import reference_rows
 
     assert run_cli(["schema", "--markdown"]) == 0
     table = capsys.readouterr().out

@@ -23,7 +23,7 @@ from electra_ablate.evaluation.glue.task import GLUE, GLUE_TASKS
 from electra_ablate.evaluation.run import job_identity, plan_job, run_job
 from electra_ablate.evaluation.task import TaskSettings, available_tasks, get_task
 from electra_ablate.infra.errors import AblateError, SpecError
-from electra_ablate.study.spec import parse_spec
+from electra_ablate.spec import parse_spec
 
 PROBES = textwrap.dedent('''
     import numpy as np

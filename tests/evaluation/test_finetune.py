@@ -5,15 +5,15 @@ import torch
 from electra_ablate.backbone.config import PRESETS
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
-from electra_ablate.evaluation.finetune import (
-    FinetuneRecipe,
-    GlueClassifier,
+from electra_ablate.evaluation.finetune.batching import (
     as_examples,
-    finetune_task,
-    layerwise_param_groups,
-    predict,
+    collate,
+    eval_batches,
+    train_batches,
 )
-from electra_ablate.evaluation.finetune.batching import collate, eval_batches, train_batches
+from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerwise_param_groups
+from electra_ablate.evaluation.finetune.loop import finetune_task, predict
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.pretraining.objective import KeptModel

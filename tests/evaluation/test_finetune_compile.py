@@ -10,7 +10,9 @@ import pytest
 import torch
 from test_finetune import MARKER, marker_rows, micro_kept
 
-from electra_ablate.evaluation.finetune import FinetuneRecipe, finetune_task, loop
+from electra_ablate.evaluation.finetune import loop
+from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.evaluation.task import TaskSettings, get_task
 

@@ -9,7 +9,8 @@ from electra_ablate.backbone.config import PRESETS
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import load_kept, save_kept
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.evaluation.finetune import FinetuneRecipe, finetune_task, supported_max_len
+from electra_ablate.evaluation.finetune.loop import finetune_task, supported_max_len
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.data import GLUE_TASKS, encode_glue, load_glue_task
 from electra_ablate.pretraining.objective import KeptModel
 

@@ -12,7 +12,7 @@ from electra_ablate.analysis.results import write_table
 from electra_ablate.backbone.config import PRESETS
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
-from electra_ablate.evaluation.finetune import FinetuneRecipe
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.finetuned import FinetunedTask
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.evaluation.run import EvaluationJob, run_job

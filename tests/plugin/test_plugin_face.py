@@ -5,11 +5,14 @@ this project, so that no internal file can move without the face noticing."""
 from __future__ import annotations
 
 import ast
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from objective_names import MODULE_PREFIX
 
 import electra_ablate.plugin as plugin
+from electra_ablate.pretraining.registry import ENTRY_POINT_GROUP
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "random_rtd_plugin"
@@ -61,9 +64,14 @@ def test_objectives_and_the_example_plugin_import_only_the_face(path):
     assert foreign_imports(path.read_text(encoding="utf-8")) == []
 
 
-def test_the_files_checked_include_the_seven_built_ins_and_the_example():
+def test_the_files_checked_include_every_built_in_and_the_example():
     names = {p.name for p in PLUGIN_FILES}
-    assert {"bert_mlm.py", "electra.py", "two_stage.py", "adversarial.py"} <= names
+    built_in = {
+        ep.module.removeprefix(MODULE_PREFIX) + ".py"
+        for ep in entry_points(group=ENTRY_POINT_GROUP)
+        if ep.module.startswith(MODULE_PREFIX)
+    }
+    assert built_in and built_in <= names
     assert {"synthetic.py", "test_contract.py"} <= names
 
 

@@ -16,7 +16,7 @@ from objective_names import BUILT_IN
 
 from electra_ablate.conformance import contract_batch
 from electra_ablate.pretraining.engine.compiling import use_compile
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 dynamo = pytest.importorskip("torch._dynamo", reason="torch without dynamo (torch.compile)")
 

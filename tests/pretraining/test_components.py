@@ -23,7 +23,7 @@ from electra_ablate.pretraining.components import (
     select_masked,
 )
 from electra_ablate.pretraining.components.losses import distribution_stats, mlm_metrics
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 SPECIAL = SpecialTokens()
 VOCAB = 120

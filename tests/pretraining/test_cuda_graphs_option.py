@@ -10,9 +10,10 @@ import yaml
 from ablate_cli import SMOKE, ablate, needs_ablate
 
 from electra_ablate.infra.errors import InputError
+from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compile_mode, use_compile
+from electra_ablate.spec import parse_spec
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
-from electra_ablate.study.spec import PretrainSpec, parse_spec
 
 
 def test_auto_replays_cuda_graphs_on_one_cuda_process_only():

@@ -15,7 +15,7 @@ from objective_names import BUILT_IN
 
 from electra_ablate.conformance import ContractError, check_stage_parameters, contract_case
 from electra_ablate.pretraining.engine import Distributed
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import learning_rate, make_optimizer, plan_run
 from electra_ablate.pretraining.engine.trainer import DIVERGENCE_FACTOR, MetricMeans
 from electra_ablate.pretraining.flops import stage_step_flops
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 def per_step(objective, batch=8):

@@ -24,7 +24,8 @@ from electra_ablate.pretraining.flops import (
     step_flops,
     training_flops,
 )
-from electra_ablate.pretraining.objective import ModelPass, available_objectives, build_objective
+from electra_ablate.pretraining.objective import ModelPass
+from electra_ablate.pretraining.registry import available_objectives, build_objective
 
 SMALL, BASE, LARGE = PRESETS["small"], PRESETS["base"], PRESETS["large"]
 PAPER_TOLERANCE = 0.03

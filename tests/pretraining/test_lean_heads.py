@@ -14,7 +14,7 @@ from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.conformance import contract_batch, contract_vocab
 from electra_ablate.pretraining.components import sampling_log_probs, target_log_softmax
 from electra_ablate.pretraining.components.losses import distribution_stats
-from electra_ablate.pretraining.objective import build_objective
+from electra_ablate.pretraining.registry import build_objective
 
 
 def old_target_log_softmax(logits, targets):

@@ -14,14 +14,14 @@ from electra_ablate.objectives.bert_mlm import BertMLM
 
 from electra_ablate.conformance import RULES
 from electra_ablate.infra.errors import AblateError, InputError, SpecError
-from electra_ablate.pretraining.objective import (
+from electra_ablate.pretraining.departures import params_departures
+from electra_ablate.pretraining.registry import (
     declared_metric_kinds,
     get_objective,
     import_objective,
     is_import_path,
-    params_departures,
 )
-from electra_ablate.study.spec import parse_spec
+from electra_ablate.spec import parse_spec
 
 MODULE = textwrap.dedent("""
     from pydantic import Field

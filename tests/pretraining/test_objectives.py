@@ -3,21 +3,24 @@ labels, gradients that must or must not flow, frozen and tied parameters."""
 
 from __future__ import annotations
 
+import importlib
 import math
+import pkgutil
 from types import SimpleNamespace
 
 import pytest
 import torch
 import torch.nn.functional as F
 from electra_ablate.objectives.all_tokens_mlm import copy_mixture_log_prob
-from objective_names import BUILT_IN
+from objective_names import BUILT_IN, MODULE_PREFIX
 
 import electra_ablate.pretraining.components as components
 import electra_ablate.pretraining.components.generator as generator_module
 from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+from electra_ablate.plugin import Objective
 from electra_ablate.pretraining.components import rtd_loss
-from electra_ablate.pretraining.objective import available_objectives, build_objective
+from electra_ablate.pretraining.registry import available_objectives, build_objective
 
 SPECIAL = SpecialTokens()
 VOCAB = 120
@@ -63,8 +66,26 @@ def slot_mask(slots: components.MaskedSlots, shape: torch.Size) -> torch.Tensor:
     return torch.zeros(shape, dtype=torch.bool).scatter(1, slots.positions, slots.valid)
 
 
-def test_all_seven_are_registered():
-    assert set(NAMES) <= set(available_objectives())
+def test_every_objective_class_of_the_package_is_a_registered_built_in():
+    """``BUILT_IN`` (the entry points) is every objective ``objectives/`` defines, no more and no
+    less: a class added there without its entry point fails here, not silently untested."""
+    package = importlib.import_module(MODULE_PREFIX.rstrip("."))
+    defined = set()
+    for module_info in pkgutil.iter_modules(package.__path__, MODULE_PREFIX):
+        module = importlib.import_module(module_info.name)
+        defined |= {
+            value
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, Objective)
+            and value.__module__ == module.__name__
+        }
+    registered = available_objectives()
+    built_in = {
+        name for name, cls in registered.items() if cls.__module__.startswith(MODULE_PREFIX)
+    }
+    assert built_in == set(BUILT_IN)
+    assert {registered[name] for name in BUILT_IN} == defined
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -17,12 +17,8 @@ from electra_ablate.backbone.model import MLMHead, TokenBinaryHead
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.pretraining.components import sampling_log_probs
 from electra_ablate.pretraining.components.losses import distribution_stats
-from electra_ablate.pretraining.objective import (
-    PRIOR_KINDS,
-    build_objective,
-    init_output_biases,
-    logit,
-)
+from electra_ablate.pretraining.objective import PRIOR_KINDS, logit
+from electra_ablate.pretraining.registry import build_objective, init_output_biases
 
 SPECIAL = SpecialTokens()
 VOCAB = 120

@@ -17,12 +17,14 @@ from electra_ablate.backbone.config import PRESETS
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.conformance import contract_batch
-from electra_ablate.evaluation.finetune import FinetuneRecipe, finetune_task
+from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.pretraining.components import generator as generator_module
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine.precision import autocast, grad_scaler, resolve_precision
-from electra_ablate.pretraining.objective import KeptModel, build_objective
+from electra_ablate.pretraining.objective import KeptModel
+from electra_ablate.pretraining.registry import build_objective
 from electra_ablate.report.header import deviations
 
 CASES = [(name, {}, 0) for name in BUILT_IN] + [

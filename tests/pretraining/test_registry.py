@@ -13,8 +13,8 @@ import textwrap
 import pytest
 
 from electra_ablate.cli import run_cli
-from electra_ablate.pretraining.objective import available_objectives, get_objective
-from electra_ablate.study.spec import parse_spec
+from electra_ablate.pretraining.registry import available_objectives, get_objective
+from electra_ablate.spec import parse_spec
 
 PLUGIN = textwrap.dedent("""
     from electra_ablate.pretraining.objective import KeptModel, ModelPass, ObjectiveParams

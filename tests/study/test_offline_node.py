@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 import yaml
 
-from electra_ablate.study import kit
+from electra_ablate.scaleout import kit
 
 MISSING_ON_THE_NODE = ("polars", "datasets")
 

@@ -405,15 +405,17 @@ def planned_identities(name: str, out: Path) -> tuple[dict, dict, dict, str]:
     Units and jobs that a spec's ``evaluation`` block adds (probes and their reference scorers)
     are left out: they are new work beside the pinned, never a change to it."""
     from electra_ablate.evaluation.glue.data import glue_task_fingerprint
+    from electra_ablate.spec import load_spec
     from electra_ablate.study.context import Study
-    from electra_ablate.study.spec import load_spec
+    from electra_ablate.study.plan import plan_study
     from electra_ablate.study.units import ReferenceUnit
 
     path = ROOT / "studies" / f"{name}.yaml"
     spec = load_spec(path)
     study = Study(spec, path, out, device="cpu")
+    plan = plan_study(study)
     units, jobs = {}, {}
-    for unit in study.prepare():
+    for unit in plan.units:
         if isinstance(unit, ReferenceUnit):
             continue
         units[unit.label] = unit.run_id
@@ -423,7 +425,7 @@ def planned_identities(name: str, out: Path) -> tuple[dict, dict, dict, str]:
         task: glue_task_fingerprint(spec.data.glue, task, spec_dir=spec.spec_dir)
         for task in spec.finetune.tasks
     }
-    return units, jobs, glue, study.data(spec).fingerprint
+    return units, jobs, glue, plan.base.fingerprint
 
 
 @pytest.mark.parametrize("name", list(PINNED))
@@ -445,14 +447,15 @@ def test_identities_are_those_committed_studies_were_cached_under(
 def test_the_probes_are_planned_beside_the_fine_tunes(name, real_data, tmp_path):
     """The probes the studies' ``evaluation`` blocks add run at every kept checkpoint and on the
     baseline, with their reference rows, as jobs of their own."""
+    from electra_ablate.spec import load_spec
     from electra_ablate.study.context import Study
-    from electra_ablate.study.spec import load_spec
+    from electra_ablate.study.plan import plan_study
     from electra_ablate.study.units import BaselineUnit, ReferenceUnit
 
     path = ROOT / "studies" / f"{name}.yaml"
     spec = load_spec(path)
     study = Study(spec, path, tmp_path / "out", device="cpu")
-    units = study.prepare()
+    units = plan_study(study).units
     references = {unit.label for unit in units if isinstance(unit, ReferenceUnit)}
     assert references == {"bigram", "token_identity"}
     probes = set(spec.evaluation.tasks)

@@ -1,87 +1,20 @@
 """The small pieces the fault-injection probes (test_faults.py) rest on, fast and in-process: the
-folder lock, checksum manifests, the trust check of a metrics log, damaged-record detection, the
-umask, the warnings capture and the name pattern."""
+trust check of a kept folder and of a metrics log, damaged-record detection, the warnings
+capture and the name pattern (the folder lock, manifests and atomic writes are tested with
+their modules, in ``tests/infra/``)."""
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
 from electra_ablate.checkpoints.kept_files import kept_problem, safetensors_problem
-from electra_ablate.infra.errors import InputError
-from electra_ablate.infra.locks import FolderLock, LockHeld, current_holder, lock_study
-from electra_ablate.infra.manifest import verify_manifest, write_manifest
-from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 from electra_ablate.pretraining.engine.metrics_log import metrics_problem
 from electra_ablate.study.records import FINETUNE_KEYS, quarantine, record_problem, warnings_to
-
-
-def test_a_held_folder_lock_names_its_holder_and_is_released_on_close(tmp_path):
-    lock_file = tmp_path / "study.lock"
-    first = FolderLock(lock_file)
-    first.acquire()
-    holder = current_holder(lock_file)
-    assert holder is not None and holder.pid == os.getpid() and holder.host == socket.gethostname()
-    with pytest.raises(LockHeld) as caught:
-        lock_study(lock_file, tmp_path)
-    message = str(caught.value)
-    assert (
-        str(tmp_path) in message
-        and str(os.getpid()) in message
-        and "run the same command again" in message
-    )
-    assert caught.value.exit_code == 2
-    first.release()
-    assert current_holder(lock_file) is None
-    with lock_study(lock_file, tmp_path):
-        pass
-
-
-def test_a_killed_holder_releases_the_lock(tmp_path):
-    lock_file = tmp_path / "study.lock"
-    code = (
-        "import sys, time; from electra_ablate.infra.locks import FolderLock; "
-        f"FolderLock({str(lock_file)!r}).acquire(); print('held', flush=True); time.sleep(60)"
-    )
-    holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        assert current_holder(lock_file).pid == holder.pid
-    finally:
-        holder.kill()
-        holder.wait()
-    assert current_holder(lock_file) is None  # the note stays, the lock does not
-    assert lock_file.exists()
-    lock_study(lock_file, tmp_path).release()
-
-
-def test_a_folder_that_cannot_be_written_is_an_input_error(tmp_path):
-    blocker = tmp_path / "file"
-    blocker.write_text("not a folder")
-    with pytest.raises(InputError, match="cannot write"):
-        FolderLock(blocker / "study" / "study.lock").acquire()
-
-
-def test_a_manifest_catches_a_flipped_byte_and_a_missing_file(tmp_path):
-    (tmp_path / "a.bin").write_bytes(b"\x00" * 100)
-    (tmp_path / "b.txt").write_text("hello")
-    write_manifest(tmp_path)
-    assert verify_manifest(tmp_path) is None
-    (tmp_path / "a.bin").write_bytes(b"\x00" * 99 + b"\x01")
-    assert verify_manifest(tmp_path) == "a.bin fails its checksum"
-    (tmp_path / "b.txt").unlink()
-    write_manifest(tmp_path)
-    (tmp_path / "a.bin").unlink()
-    assert verify_manifest(tmp_path) == "a.bin is missing"
-    (tmp_path / "manifest.json").write_text("{")
-    assert verify_manifest(tmp_path) == "manifest.json is corrupt"
 
 
 def test_a_kept_folder_without_manifest_is_checked_against_its_own_header(tmp_path):
@@ -157,20 +90,6 @@ def test_quarantine_moves_a_file_aside_with_a_utc_stamp(tmp_path, capsys):
     assert str(path) in capsys.readouterr().err
 
 
-def test_atomic_writes_honour_the_umask(tmp_path):
-    previous = os.umask(0o027)
-    try:
-        atomic_write_text(tmp_path / "a.txt", "x")
-        with atomic_dir(tmp_path / "d") as tmp:
-            (tmp / "f").write_text("y")
-            os.chmod(tmp / "f", 0o600)  # as safetensors leaves its files
-    finally:
-        os.umask(previous)
-    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
-    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o750
-    assert (tmp_path / "d" / "f").stat().st_mode & 0o777 == 0o640
-
-
 def test_library_warnings_go_to_the_units_log(tmp_path, capsys):
     log = tmp_path / "warnings.log"
     with warnings_to(log, "fine-tuning"):
@@ -198,7 +117,7 @@ def test_library_warnings_go_to_the_units_log(tmp_path, capsys):
 def test_the_name_pattern(name, ok):
     from pydantic import ValidationError
 
-    from electra_ablate.study.spec import VariantSpec
+    from electra_ablate.spec import VariantSpec
 
     if ok:
         assert VariantSpec(label=name).label == name
@@ -208,7 +127,7 @@ def test_the_name_pattern(name, ok):
 
 
 def test_existing_specs_still_validate():
-    from electra_ablate.study.spec import load_spec
+    from electra_ablate.spec import load_spec
 
     for spec in sorted(Path(__file__).resolve().parents[2].glob("studies/*.yaml")):
         load_spec(spec)

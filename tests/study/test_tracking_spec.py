@@ -16,8 +16,8 @@ from ablate_cli import needs_extra
 
 from electra_ablate.infra.errors import SpecError
 from electra_ablate.infra.tracking import available_trackers, tracker_problem
-from electra_ablate.study.packs import spec_fingerprint
-from electra_ablate.study.spec import parse_spec, recorded_spec
+from electra_ablate.scaleout.packs import spec_fingerprint
+from electra_ablate.spec import parse_spec, recorded_spec
 
 MINIMAL = {
     "name": "p",

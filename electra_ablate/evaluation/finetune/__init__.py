@@ -1,24 +1,12 @@
-"""GLUE fine-tuning of a kept encoder: recipe, classifier, dynamic padding, training loop.
+"""Fine-tuning of a kept encoder on one task: recipe, classifier, dynamic padding, training loop.
 
-Names are loaded on first use (PEP 562), so that importing the light ``recipe`` module (as the
-spec and the CLI do) does not pull in torch and scipy.
+- ``recipe``: ``FinetuneRecipe``, ELECTRA-Small's GLUE hyper-parameters, every one overridable;
+- ``batching``: encoded examples (``Examples``, ``as_examples``) and dynamic padding;
+- ``classifier``: ``GlueClassifier`` and its layer-wise learning rates
+  (``layerwise_param_groups``);
+- ``loop``: ``finetune_task``, one task with one seed (``TaskInfo``, ``predict``,
+  ``supported_max_len``).
+
+This package imports nothing: import a name from its module. The spec and the CLI import the
+light ``recipe`` without torch; the other three need it.
 """
-
-from __future__ import annotations
-
-from electra_ablate.infra.faces import lazy_face
-
-_EXPORTS = {
-    "Examples": "batching",
-    "as_examples": "batching",
-    "GlueClassifier": "classifier",
-    "layerwise_param_groups": "classifier",
-    "TaskInfo": "loop",
-    "finetune_task": "loop",
-    "predict": "loop",
-    "supported_max_len": "loop",
-    "FinetuneRecipe": "recipe",
-}
-
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_face(__name__, _EXPORTS)

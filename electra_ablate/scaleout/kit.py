@@ -1,0 +1,191 @@
+"""Offline GPU-node kits: a study's data and the wheels a node lacks, in one relocatable folder.
+
+A GPU node often has no network and no package index, a preinstalled torch that must be used as
+it is, a small limit on what can be brought in (tens of MiB, wheels and data together), jobs of
+about ten minutes and only a few small files brought back. ``ablate kit SPEC --out KIT`` makes,
+here, everything such a node needs to run the study:
+
+- ``data.tar.xz``: the spec's data bundle (``data/bundle.py``), xz-compressed: packed token ids
+  compress about fivefold, which is what brings a real corpus under the node's limit;
+- ``wheels/``: this project's wheel and the packages the job path needs that such a node lacks
+  (``CARRIED``), downloaded for the node's Python and platform, at the versions installed here;
+- ``spec.yaml``: the spec; ``node.sh`` and ``README.md``: the script that runs on the node
+  (doctor, CUDA tests, throughput bench, the study's shards, each leaving a result pack) and how
+  to use it; ``session.py``: one stretch of GPU time in one command (``node.sh ... session``);
+  ``bench/``: the throughput bench;
+- ``kit.json``: what the kit holds, with sizes and checksums, and ``NODE_PACKAGES``, what it
+  relies on the node to have already.
+
+The job path imports neither polars nor datasets (``tests/study/test_offline_node.py``): the tables
+are read, and packs merged and reported, back here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import json
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from electra_ablate import __version__
+from electra_ablate.infra.errors import AblateError, InputError
+from electra_ablate.infra.manifest import sha256
+from electra_ablate.infra.storage import atomic_dir, atomic_write_text
+from electra_ablate.scaleout.bundle import folder_size, write_bundle
+from electra_ablate.spec import load_spec
+
+KIT_FILE = "kit.json"
+KIT_FORMAT = "electra-ablate GPU-node kit"
+DATA_ARCHIVE = "data.tar.xz"
+NODE_LIMIT_BYTES = 64 * 2**20
+"""What the GPU nodes this was written for let a job bring in, wheels and data together."""
+
+CARRIED = (
+    "pydantic",
+    "pydantic-core",
+    "annotated-types",
+    "typing-inspection",
+    "typing-extensions",
+)
+"""Packages the job path needs that a GPU node's image lacks: small, carried as wheels.
+``typing-extensions`` is on a node already, but pydantic needs a version as new as its own:
+the one installed here travels with it."""
+
+NODE_PACKAGES = (
+    "torch",
+    "numpy",
+    "pyarrow",
+    "tokenizers",
+    "safetensors",
+    "scipy",
+    "typer",
+    "rich",
+    "pyyaml",
+    "typing-extensions",
+)
+"""What the kit relies on the node to have already (its image's own versions): the job path's
+imports besides ``CARRIED``. The bench's peer also needs ``transformers``, the CUDA tests
+``pytest``; ``ablate kit`` checks nothing on the node: ``ablate doctor`` there lists them."""
+
+NODE_EXTRAS = ("transformers", "pytest")
+"""Used on the node by the bench's peer and the CUDA tests, not by the study."""
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+"""The source checkout a kit is made from (``electra_ablate/scaleout/kit.py``: two folders down)."""
+GPU_FOLDER = PROJECT_ROOT / "gpu"
+GPU_FILES = ("node.sh", "session.py", "README.md")
+BENCH_FILES = ("pretrain_throughput.py", "step_profile.py", "finetune_throughput.py", "common.py")
+
+
+@dataclass
+class Kit:
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def bytes(self) -> int:
+        """What a node must take in: the whole folder."""
+        return folder_size(self.path)
+
+
+def build_kit(
+    spec_path: Path,
+    out: Path,
+    python_version: str = "3.12",
+    platforms: tuple[str, ...] = ("manylinux_2_17_x86_64", "manylinux2014_x86_64"),
+    log: Callable[[str], None] = print,
+) -> Kit:
+    """Write the kit for ``spec_path`` into ``out`` (new, or an earlier kit replaced whole)."""
+    out = Path(out)
+    check_kit_target(out)
+    if not (GPU_FOLDER / "node.sh").is_file() or not (PROJECT_ROOT / "pyproject.toml").is_file():
+        raise InputError(
+            f"{PROJECT_ROOT} is not a source checkout of electra-ablate (no gpu/node.sh): "
+            "make kits from an editable install (`pip install -e .`)"
+        )
+    spec = load_spec(spec_path, check_data=True)
+    with atomic_dir(out) as tmp:
+        with tempfile.TemporaryDirectory() as scratch:
+            bundle = Path(scratch) / "data"
+            write_bundle(spec, bundle, log=log)
+            log(f"compressing the data bundle ({folder_size(bundle) / 2**20:.1f} MiB)")
+            with tarfile.open(tmp / DATA_ARCHIVE, "w:xz") as archive:
+                for path in sorted(bundle.rglob("*")):
+                    archive.add(path, path.relative_to(bundle).as_posix(), recursive=False)
+        wheels = tmp / "wheels"
+        download_wheels(wheels, python_version, platforms, log)
+        build_project_wheel(wheels, log)
+        shutil.copyfile(spec_path, tmp / "spec.yaml")
+        for name in GPU_FILES:
+            shutil.copyfile(GPU_FOLDER / name, tmp / name)
+        (tmp / "bench").mkdir()
+        for name in BENCH_FILES:
+            shutil.copyfile(PROJECT_ROOT / "bench" / name, tmp / "bench" / name)
+        manifest = {
+            "format": KIT_FORMAT,
+            "study": spec.name,
+            "toolkit": __version__,
+            "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "python": python_version,
+            "platforms": list(platforms),
+            "node_packages": list(NODE_PACKAGES),
+            "node_extras": list(NODE_EXTRAS),
+            "files": {
+                p.relative_to(tmp).as_posix(): {"bytes": p.stat().st_size, "sha256": sha256(p)}
+                for p in sorted(tmp.rglob("*"))
+                if p.is_file()
+            },
+        }
+        manifest["bytes"] = sum(f["bytes"] for f in manifest["files"].values())
+        atomic_write_text(tmp / KIT_FILE, json.dumps(manifest, indent=2))
+    return Kit(out, manifest)
+
+
+def check_kit_target(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / KIT_FILE).is_file():
+        raise InputError(f"--out {out} is a folder that is not a kit: choose another")
+
+
+def download_wheels(
+    folder: Path, python_version: str, platforms: tuple[str, ...], log: Callable[[str], None]
+) -> None:
+    """``CARRIED`` at the versions installed here, as wheels for the node's Python."""
+    pins = []
+    for name in CARRIED:
+        try:
+            pins.append(f"{name}=={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            raise AblateError(
+                f"{name} is not installed here: the kit carries its version"
+            ) from None
+    log(f"downloading {', '.join(pins)} for Python {python_version} ({', '.join(platforms)})")
+    platform_args = [arg for p in platforms for arg in ("--platform", p)]
+    pip(
+        "download", "--no-deps", "--only-binary=:all:", "--python-version", python_version,
+        "--implementation", "cp", *platform_args, "--dest", str(folder), *pins,
+    )  # fmt: skip
+
+
+def build_project_wheel(folder: Path, log: Callable[[str], None]) -> None:
+    log(f"building the electra-ablate wheel from {PROJECT_ROOT}")
+    pip("wheel", "--no-deps", "--wheel-dir", str(folder), str(PROJECT_ROOT))
+
+
+def pip(*args: str) -> None:
+    """Run pip of this Python; its failure (no network, no such wheel) in one line."""
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", *args]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("ERROR")]
+        why = (errors or done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise AblateError(f"pip {args[0]} failed: {why}")
