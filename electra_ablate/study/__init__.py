@@ -4,7 +4,8 @@
   (``StudyPlan``) before anything trains;
 - ``units``: what a study is made of (pre-training runs, baselines, references) and their
   identities; their evaluations are ``electra_ablate.evaluation.run.EvaluationJob``s;
-- ``context``: ``Study``, the open study: its spec, folder, device and plan;
+- ``context``: ``Study``, the open study: its spec, folder and device, and a planned unit's
+  evaluation jobs and objective;
 - ``building``: what a unit is built from (``run.json``, its ``PretrainRun``, a baseline's kept
   encoder), shared by doing it and by repairing it;
 - ``execute``: doing one unit or evaluation job, recording its outcome;

@@ -11,7 +11,7 @@ never prepares data. Objectives are built on the ``meta`` device here (shapes, n
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.run import reference_run_id
@@ -74,22 +74,25 @@ def prepare_variant(
     spec: StudySpec, prepared: dict[str, VariantData], progress: bool
 ) -> VariantData:
     """The spec's tokenizer and packed corpus (built once, cached on disk; variants with the
-    same data settings share one) and the fingerprints of its tasks' data."""
+    same data settings share them and their task fingerprints), the fingerprints of its tasks'
+    data, and the variant's own backbone sized to the vocabulary (a variant may change the
+    backbone and keep the data)."""
     seq_len = spec.backbone_config().max_seq_len
     key = json.dumps([spec.data.model_dump(mode="json"), seq_len], sort_keys=True)
     if key not in prepared:
         data = prepare_pretraining(spec.data, seq_len, spec_dir=spec.spec_dir, progress=progress)
         backbone = spec.backbone_config(vocab_size=data.vocab_size)
         prepared[key] = VariantData(data, data_vocab(data), backbone)
-    found = prepared[key]
+    shared = prepared[key]
     for block in spec.evaluation_blocks():
         for name in block.tasks:
             task = get_task(name)
             settings = task_settings(spec, block, name)
             family_of(task).check(task, settings)
-            if name not in found.task_fingerprints:  # once per data setting
-                found.task_fingerprints[name] = family_of(task).fingerprint(task, settings)
-    return found
+            if name not in shared.task_fingerprints:  # once per data setting
+                shared.task_fingerprints[name] = family_of(task).fingerprint(task, settings)
+    backbone = spec.backbone_config(vocab_size=shared.data.vocab_size)
+    return replace(shared, backbone=backbone)  # the data, vocab and fingerprints are shared
 
 
 def plan_variant(

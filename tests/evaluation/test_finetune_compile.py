@@ -21,12 +21,7 @@ pytest.importorskip("torch._dynamo", reason="torch without dynamo (torch.compile
 RECIPE = FinetuneRecipe(lr=3e-3, epochs=4, batch_size=8, task_epochs={})
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest's: small matmuls, one thread
 
 
 def pair_rows(n: int, seed: int) -> list[dict]:

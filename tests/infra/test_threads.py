@@ -9,12 +9,7 @@ import torch
 from electra_ablate.infra.threads import torch_threads
 
 
-@pytest.fixture(autouse=True)
-def one_thread_before():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_thread")  # each test starts at one thread (conftest)
 
 
 def test_the_block_runs_at_the_count_asked_for_and_the_count_comes_back():

@@ -6,9 +6,10 @@ rank 0 prepares while the other ranks wait at one barrier around the whole step.
 from __future__ import annotations
 
 import pytest
+import yaml
 from ablate_cli import SMOKE
 
-from electra_ablate.spec import load_spec
+from electra_ablate.spec import load_spec, parse_spec
 from electra_ablate.study import building, plan
 from electra_ablate.study.context import Study
 from electra_ablate.study.data_identity import current_evaluation_fingerprints
@@ -61,6 +62,28 @@ def test_units_carry_their_data_and_nothing_after_planning_prepares_it(
     run = building.pretrain_run(study, unit, objective, unit.layout)
     assert run.tokenizer_dir == data.data.tokenizer_dir
     assert set(current_evaluation_fingerprints(planned)) == tasks
+
+
+def test_a_variant_that_changes_the_backbone_shares_the_data_but_not_the_backbone(
+    smoke_cache, tmp_path
+):
+    raw = yaml.safe_load(SMOKE.read_text())
+    raw["objectives"] = [{"name": "electra"}]
+    raw["variants"] = [
+        {"label": "base"},
+        {"label": "pre_ln", "set": {"backbone.overrides.layer_norm": "pre"}},
+    ]
+    study = Study(parse_spec(raw), SMOKE, tmp_path / "out", "cpu")
+    planned = plan_study(study)
+    (_, base_spec, base), (_, pre_spec, pre) = planned.variants
+    assert pre.data is base.data and pre.task_fingerprints is base.task_fingerprints
+    assert base.backbone == base_spec.backbone_config(vocab_size=base.data.vocab_size)
+    assert pre.backbone == pre_spec.backbone_config(vocab_size=base.data.vocab_size)
+    assert pre.backbone.layer_norm == "pre" and base.backbone.layer_norm != "pre"
+    runs = {u.variant: u for u in planned.units if isinstance(u, RunUnit)}
+    assert runs["pre_ln"].backbone == pre.backbone
+    assert runs["pre_ln"].config["backbone"] == pre.backbone.model_dump()
+    assert runs["pre_ln"].run_id != runs["base"].run_id
 
 
 class RecordedRanks:
