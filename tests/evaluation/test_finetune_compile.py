@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from test_finetune import MARKER, marker_rows, micro_kept
 
 from electra_ablate.evaluation.finetune import loop

@@ -8,7 +8,6 @@ import torch
 
 from electra_ablate.infra.threads import torch_threads
 
-
 pytestmark = pytest.mark.usefixtures("one_thread")  # each test starts at one thread (conftest)
 
 
