@@ -10,9 +10,15 @@ Modes (``--modes``): ``dynamic`` (eager, the default recipe), ``max_len`` (eager
 only). A compiled mode's compilations are paid by untimed warm-up fine-tunes (64 examples of each
 task) and reported apart (``compile_seconds``), as a study's worker pays them once per process.
 
+``--profile N`` then profiles N more training steps of each mode (the first task's first batch,
+after three untimed steps) under ``torch.profiler`` (``bench/step_profile.py``): host time per
+step, the operators with the most host time of their own, and on a GPU the kernels, launches,
+CUDA-graph replays and syncs per step and the card's busy share, which say whether the host or
+the card bounds a fine-tuning step.
+
     python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--device cuda] [--json]
     python bench/finetune_throughput.py --preset small --modes dynamic,compiled,cuda_graphs \
-        --device cuda --json
+        --device cuda --profile 5 --json
 """
 
 from __future__ import annotations
@@ -20,22 +26,35 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 from rich.console import Console
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_profile import profile_steps
 
 from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.evaluation.finetune.batching import as_examples
-from electra_ablate.evaluation.finetune.loop import finetune_task
+from electra_ablate.evaluation.finetune.batching import as_examples, collate, train_batches
+from electra_ablate.evaluation.finetune.loop import (
+    finetune_task,
+    make_optimizer,
+    masked,
+    new_classifier,
+    supported_max_len,
+    train_step,
+)
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
-from electra_ablate.evaluation.glue.data import GLUE_TASKS, encode_glue, load_glue_task
+from electra_ablate.evaluation.glue.data import GLUE_TASKS, EncodedGlue, encode_glue, load_glue_task
+from electra_ablate.pretraining.engine.compiling import compiled
 from electra_ablate.pretraining.objective import KeptModel
 
 MODES: dict[str, dict[str, object]] = {
@@ -65,9 +84,11 @@ def measure(
     device: str = "cpu",
     modes: tuple[str, ...] = ("dynamic", "max_len"),
     on_mode: Callable[[dict], None] | None = None,
+    profile: int = 0,
 ) -> dict:
-    """Every mode's examples/s on ``tasks``; ``on_mode`` gets the report so far after each
-    mode (the bench's ``--json-out`` is rewritten then)."""
+    """Every mode's examples/s on ``tasks`` (and with ``profile`` N, N profiled steps of each);
+    ``on_mode`` gets the report so far after each mode (the bench's ``--json-out`` is rewritten
+    then)."""
     splits = {name: load_glue_task(str(glue), name) for name in tasks}
     text = [
         line
@@ -94,6 +115,7 @@ def measure(
         for name, train in trains.items()
     }
     compile_seconds: dict[str, float] = {}
+    profiles: dict[str, dict] = {}
     done: list[str] = []
     report: dict = {}
     # One mode whole, then the next, so a bench stopped at its limit still has the modes it
@@ -116,21 +138,57 @@ def measure(
                 result["train_examples"] / result["train_seconds"]
             )
         done.append(mode)
-        report = summarize(per_task, done, compile_seconds, preset_name, device, cap)
+        report = summarize(per_task, done, compile_seconds, profiles, preset_name, device, cap)
         if on_mode is not None:
             on_mode(report)
+        if profile:  # after the mode's rate is handed over: a stop while profiling keeps it
+            first = next(iter(encoded.values()))
+            profiles[mode] = profiled_steps(kept, first, recipe, profile, device)
+            report = summarize(per_task, done, compile_seconds, profiles, preset_name, device, cap)
+            if on_mode is not None:
+                on_mode(report)
     return report
+
+
+def profiled_steps(
+    kept: LoadedKept, data: EncodedGlue, recipe: FinetuneRecipe, steps: int, device: str
+) -> dict:
+    """``steps`` training steps of ``recipe``'s mode on the task's first batch, as its
+    fine-tune takes them (``loop.train_step``), summed by ``step_profile``; three untimed steps
+    first (the compilation, and the CUDA graph recorded on a replayed step)."""
+    where = torch.device(device)
+    torch.manual_seed(0)
+    model = new_classifier(kept, data.task, recipe, where).train()
+    forward = compiled(model, recipe.compile, dynamic=True) if recipe.compile else model
+    optimizer = make_optimizer(model, recipe)
+    train = as_examples(data.train)
+    rng = np.random.default_rng(0)
+    indices = next(iter(train_batches(train.lengths, recipe.batch_size, 1, rng)))
+    max_len = supported_max_len(recipe, kept.model.encoder.cfg)
+    batch = collate(train, indices, max_len if recipe.padding == "max_len" else None)
+    batch = masked(batch) if recipe.compile else batch
+    regression = data.task.is_regression
+
+    def step() -> torch.Tensor:
+        return train_step(model, batch, optimizer, None, regression, recipe, where, forward)
+
+    for _ in range(3):
+        step()
+    summary = profile_steps(step, steps, where)
+    return summary | {"batch_rows": len(indices), "batch_tokens": int(batch["input_ids"].shape[1])}
 
 
 def summarize(
     per_task: dict[str, dict],
     modes: list[str],
     compile_seconds: dict[str, float],
+    profiles: dict[str, dict],
     preset_name: str,
     device: str,
     cap: int,
 ) -> dict:
-    """The report of the modes timed so far: examples/s per task and over all tasks."""
+    """The report of the modes timed so far: examples/s per task and over all tasks, and the
+    profiles of those profiled so far (``--profile``)."""
     examples = sum(row["examples"] for row in per_task.values())
     rates = {
         mode: examples / sum(row[f"{mode}_seconds"] for row in per_task.values()) for mode in modes
@@ -143,6 +201,7 @@ def summarize(
         "modes": list(modes),
         "tasks": per_task,
         "compile_seconds": dict(compile_seconds),
+        **({"profiles": dict(profiles)} if profiles else {}),
         **{f"{mode}_examples_per_s": rate for mode, rate in rates.items()},
     }
     if "dynamic" in rates:
@@ -163,6 +222,22 @@ def print_table(report: dict) -> None:
     if "ratio" in report:
         table.add_row("/ dynamic", "", "", *(f"{report['ratio'][mode]:.2f}x" for mode in modes))
     Console().print(table)
+    for mode, summary in report.get("profiles", {}).items():
+        ops = ", ".join(
+            f"{op['op'][:48]} {100 * op['self_ms'] / summary['host_ms']:.0f}%"
+            for op in summary["top_ops"][:4]
+        )
+        device_line = (
+            f", card busy {summary['device_busy_ms']:.1f} ms, {summary['launches']:.0f} launches,"
+            f" {summary['graph_launches']:.0f} graph replays, {summary['syncs']:.0f} syncs"
+            if report["device"].startswith("cuda")
+            else ""
+        )
+        print(
+            f"{mode} profile ({summary['steps']} steps of {summary['batch_rows']} rows x "
+            f"{summary['batch_tokens']} tokens): {summary['host_ms']:.1f} ms a step"
+            f"{device_line}; most host time: {ops}"
+        )
     for mode, seconds in report["compile_seconds"].items():
         print(
             f"{mode}: the warm-up fine-tunes (64 examples a task), compilation included: "
@@ -179,6 +254,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     parser.add_argument("--modes", default="dynamic,max_len", help=f"of {', '.join(MODES)}")
+    parser.add_argument(
+        "--profile", type=int, default=0, metavar="N", help="profile N more steps of each mode"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--json-out", type=Path, help="also write the JSON object here")
     args = parser.parse_args()
@@ -189,6 +267,8 @@ def main() -> None:
         parser.error("--modes cuda_graphs replays CUDA graphs: it needs --device cuda")
     if not args.glue.is_dir():
         parser.error(f"no GLUE folder at {args.glue}: pass --glue or set ABLATE_DATA_DIR")
+    if args.profile < 0:
+        parser.error(f"--profile {args.profile}: a number of steps, 0 or more")
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         parser.error(f"--device {args.device}: CUDA is not available")
     if args.threads:
@@ -201,7 +281,9 @@ def main() -> None:
             os.replace(tmp, args.json_out)
 
     tasks = args.tasks.split(",")
-    report = measure(args.glue, tasks, args.cap, args.preset, args.device, modes, on_mode=write)
+    report = measure(
+        args.glue, tasks, args.cap, args.preset, args.device, modes, write, args.profile
+    )
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -314,9 +314,10 @@ PROFILE_KEYS = ("host_ms", "device_busy_ms", "busy_share_of_timed", "kernels", "
 
 
 def finetune(session: Session) -> None:
-    """The fine-tuning step's throughput per compile mode: the evaluation's speed on the card.
-    The bench writes each mode's report as soon as the mode is timed, so a phase stopped at its
-    limit still records (and chooses among) the modes it finished."""
+    """The fine-tuning step's throughput per compile mode: the evaluation's speed on the card,
+    and (``--profile``, on by default) each mode's profiled steps, which say whether the host or
+    the card bounds it. The bench writes each mode's report as soon as the mode is timed, so a
+    phase stopped at its limit still records (and chooses among) the modes it finished."""
     out = session.out / "finetune.json"
     modes = [m for m in FINETUNE_MODES if m != "cuda_graphs" or session.args.device == "cuda"]
     glue = Path(session.args.work) / "data" / "glue"
@@ -330,11 +331,16 @@ def finetune(session: Session) -> None:
     with contextlib.suppress(OSError, ValueError, KeyError):
         result = json.loads(out.read_text())
         rates = {m: result[f"{m}_examples_per_s"] for m in result["modes"]}
+        profiles = {
+            mode: {key: summary[key] for key in PROFILE_KEYS if key in summary}
+            for mode, summary in result.get("profiles", {}).items()
+        }
         session.phase(
             "finetune",
             examples_per_s=rates,
             ratio=result.get("ratio"),
             compile_seconds=result.get("compile_seconds"),
+            profile=profiles,
             **({} if finished else {"measured_modes": result["modes"]}),
         )
         remember(session, "finetune.recipe.compile", fastest(rates, FINETUNE_MODES, session))
@@ -597,7 +603,8 @@ def main() -> int:
         "--bench-args", default="--preset small --batch 128 --steps 20 --warmup 3 --no-memory"
     )
     parser.add_argument(
-        "--finetune-args", default="--preset small --tasks cola,mrpc --cap 4096",
+        "--finetune-args",
+        default=f"--preset small --tasks cola,mrpc --cap 4096 --profile {PROFILE_STEPS}",
         help="bench/finetune_throughput.py's arguments for the finetune phase",
     )  # fmt: skip
     parser.add_argument(

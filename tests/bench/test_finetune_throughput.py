@@ -5,6 +5,9 @@ second H200 stretch, 2026-11-26: stopped during its compiled modes, it returned 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PATH = Path(__file__).resolve().parents[2] / "bench" / "finetune_throughput.py"
@@ -23,3 +26,37 @@ def test_each_mode_is_reported_when_it_is_timed(shared_data: Path):
     assert reports[0]["dynamic_examples_per_s"] > 0 and "max_len_examples_per_s" not in reports[0]
     assert final == reports[-1] and final["ratio"]["dynamic"] == 1.0
     assert final["tasks"]["rte"]["examples"] == 16
+
+
+def test_profile_reports_each_modes_steps_with_the_mode(shared_data: Path):
+    reports: list[dict] = []
+    final = finetune_throughput.measure(
+        shared_data / "glue", ["stsb", "rte"], cap=40, preset_name="micro",
+        modes=("dynamic", "max_len"), on_mode=reports.append, profile=2,
+    )  # fmt: skip
+    # each mode's rate is handed over before it is profiled, so a stop while profiling keeps it
+    assert [(r["modes"], list(r.get("profiles", []))) for r in reports] == [
+        (["dynamic"], []),
+        (["dynamic"], ["dynamic"]),
+        (["dynamic", "max_len"], ["dynamic"]),
+        (["dynamic", "max_len"], ["dynamic", "max_len"]),
+    ]
+    dynamic, padded = final["profiles"]["dynamic"], final["profiles"]["max_len"]
+    for summary in (dynamic, padded):
+        assert summary["steps"] == 2 and summary["host_ms"] > 0
+        assert summary["batch_rows"] == 32  # the recipe's batch, from the first task (stsb)
+        assert summary["cpu_ops"] > 0 and summary["top_ops"]
+    assert padded["batch_tokens"] == 64  # micro's longest: max_len pads every batch to it
+    assert dynamic["batch_tokens"] <= 64
+
+
+def test_it_runs_as_the_gpu_session_runs_it(tmp_path: Path):
+    """The session's finetune phase runs the kit's copy with ``PYTHONSAFEPATH=1`` from its work
+    folder, so the script's own folder is not on ``sys.path``: it must find its neighbour
+    ``step_profile`` itself."""
+    env = {**os.environ, "PYTHONSAFEPATH": "1"}
+    done = subprocess.run(
+        [sys.executable, str(PATH), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "--profile N" in done.stdout

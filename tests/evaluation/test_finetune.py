@@ -12,7 +12,7 @@ from electra_ablate.evaluation.finetune.batching import (
     train_batches,
 )
 from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerwise_param_groups
-from electra_ablate.evaluation.finetune.loop import finetune_task, predict
+from electra_ablate.evaluation.finetune.loop import finetune_task, masked, predict
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
 from electra_ablate.infra.errors import AblateError
@@ -194,3 +194,16 @@ def test_recipe_rejects_unknown_fields_and_knows_per_task_epochs():
     assert [recipe.epochs_for(t) for t in ("rte", "stsb", "cola")] == [10, 10, 3]
     with pytest.raises(ValueError):
         FinetuneRecipe(learning_rate=1e-4)
+
+
+def test_masked_gives_a_compiled_step_a_mask_without_changing_the_batch():
+    """A compiled step always takes the masked path (one graph for padded and full batches): an
+    unpadded batch gets an all-ones mask, a padded one keeps its own, the caller's is untouched."""
+    ids = torch.tensor([[2, 5, 6, 3], [2, 7, 3, 0]])
+    full = {"input_ids": ids, "labels": torch.tensor([0, 1])}
+    with_mask = masked(full)
+    assert "attention_mask" not in full
+    assert torch.equal(with_mask["attention_mask"], torch.ones_like(ids))
+    assert with_mask["input_ids"] is ids
+    padded = {**full, "attention_mask": (ids != 0).long()}
+    assert masked(padded)["attention_mask"] is padded["attention_mask"]

@@ -187,7 +187,9 @@ def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
         "import json, sys, time\n"
         "out = sys.argv[sys.argv.index('--json-out') + 1]\n"
         "json.dump({'modes': ['dynamic'], 'dynamic_examples_per_s': 900.0,\n"
-        "           'ratio': {'dynamic': 1.0}, 'compile_seconds': {}}, open(out, 'w'))\n"
+        "           'ratio': {'dynamic': 1.0}, 'compile_seconds': {},\n"
+        "           'profiles': {'dynamic': {'steps': 5, 'host_ms': 21.0, 'launches': 900.0}}},\n"
+        "          open(out, 'w'))\n"
         "time.sleep(30)  # compiling the next mode, past the phase's cap\n"
     )
     monkeypatch.setitem(session_py.CAPS, "finetune", 2.0)
@@ -201,6 +203,7 @@ def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
     phase = json.loads((tmp_path / "session.json").read_text())["phases"]["finetune"]
     assert phase["status"] == "stopped" and phase["examples_per_s"] == {"dynamic": 900.0}
     assert phase["measured_modes"] == ["dynamic"]
+    assert phase["profile"] == {"dynamic": {"host_ms": 21.0, "launches": 900.0}}
     assert json.loads((tmp_path / "measured.json").read_text()) == {
         "finetune.recipe.compile": False
     }

@@ -126,9 +126,7 @@ def _trained(
     """The classifier built from the seed and fine-tuned; with ``compile``, through
     ``torch.compile`` (dynamic shapes: one compilation for every batch length)."""
     torch.manual_seed(seed)
-    num_outputs = 1 if task.is_regression else task.num_labels
-    model = GlueClassifier(copy.deepcopy(kept.model.encoder), num_outputs, recipe.head_dropout)
-    model.to(device)
+    model = new_classifier(kept, task, recipe, device)
     forward = compiled(model, compile_option, dynamic=True) if compile_option else model
     rng = np.random.default_rng(seed)
     _train(model, forward, train, task, recipe, rng, device, pad_to, progress)
@@ -159,9 +157,8 @@ def _train(
     for _ in range(epochs):
         for indices in train_batches(lengths, recipe.batch_size, recipe.sort_chunk_batches, rng):
             batch = collate(train, indices, pad_to)
-            if forward is not model and "attention_mask" not in batch:
-                # one graph for every batch: a compiled step always takes the masked path
-                batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+            if forward is not model:
+                batch = masked(batch)
             try:
                 train_step(
                     model, batch, optimizer, scaler, task.is_regression, recipe, device, forward
@@ -176,6 +173,24 @@ def _train(
             step += 1
             if progress is not None:
                 progress(step, total_steps)
+
+
+def new_classifier(
+    kept: LoadedKept, task: TaskInfo, recipe: FinetuneRecipe, device: torch.device
+) -> GlueClassifier:
+    """A copy of the kept encoder under a new head for ``task``, on ``device``; its head starts
+    from the global torch RNG, which the caller seeds."""
+    num_outputs = 1 if task.is_regression else task.num_labels
+    model = GlueClassifier(copy.deepcopy(kept.model.encoder), num_outputs, recipe.head_dropout)
+    return model.to(device)
+
+
+def masked(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``batch`` with an attention mask, all ones where the collate left it out (no row padded):
+    a compiled step always takes the masked path, so one graph serves every batch."""
+    if "attention_mask" in batch:
+        return batch
+    return {**batch, "attention_mask": torch.ones_like(batch["input_ids"])}
 
 
 def make_optimizer(model: GlueClassifier, recipe: FinetuneRecipe) -> torch.optim.AdamW:
