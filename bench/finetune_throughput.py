@@ -10,8 +10,8 @@ Modes (``--modes``): ``dynamic`` (eager, the default recipe), ``max_len`` (eager
 only). A compiled mode's compilations are paid by untimed warm-up fine-tunes (64 examples of each
 task) and reported apart (``compile_seconds``), as a study's worker pays them once per process.
 
-``--profile N`` then profiles N more training steps of each mode (the first task's first batch,
-after three untimed steps) under ``torch.profiler`` (``bench/step_profile.py``): host time per
+``--profile N`` then profiles N more training steps of each mode (one full batch of the first
+task, after three untimed steps) under ``torch.profiler`` (``bench/step_profile.py``): host time per
 step, the operators with the most host time of their own, and on a GPU the kernels, launches,
 CUDA-graph replays and syncs per step and the card's busy share, which say whether the host or
 the card bounds a fine-tuning step.
@@ -153,7 +153,7 @@ def measure(
 def profiled_steps(
     kept: LoadedKept, data: EncodedGlue, recipe: FinetuneRecipe, steps: int, device: str
 ) -> dict:
-    """``steps`` training steps of ``recipe``'s mode on the task's first batch, as its
+    """``steps`` training steps of ``recipe``'s mode on one full batch of the task, as its
     fine-tune takes them (``loop.train_step``), summed by ``step_profile``; three untimed steps
     first (the compilation, and the CUDA graph recorded on a replayed step)."""
     where = torch.device(device)
@@ -162,8 +162,10 @@ def profiled_steps(
     forward = compiled(model, recipe.compile, dynamic=True) if recipe.compile else model
     optimizer = make_optimizer(model, recipe)
     train = as_examples(data.train)
-    rng = np.random.default_rng(0)
-    indices = next(iter(train_batches(train.lengths, recipe.batch_size, 1, rng)))
+    batches = train_batches(
+        train.lengths, recipe.batch_size, recipe.sort_chunk_batches, np.random.default_rng(0)
+    )
+    indices = max(batches, key=len)  # a full batch, as the recipe forms them
     max_len = supported_max_len(recipe, kept.model.encoder.cfg)
     batch = collate(train, indices, max_len if recipe.padding == "max_len" else None)
     batch = masked(batch) if recipe.compile else batch
