@@ -49,7 +49,7 @@ from electra_ablate.evaluation.finetune.loop import (
     make_optimizer,
     masked,
     new_classifier,
-    supported_max_len,
+    padded_length,
     train_step,
 )
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
@@ -166,8 +166,7 @@ def profiled_steps(
         train.lengths, recipe.batch_size, recipe.sort_chunk_batches, np.random.default_rng(0)
     )
     indices = max(batches, key=len)  # a full batch, as the recipe forms them
-    max_len = supported_max_len(recipe, kept.model.encoder.cfg)
-    batch = collate(train, indices, max_len if recipe.padding == "max_len" else None)
+    batch = collate(train, indices, padded_length(recipe, kept.model.encoder.cfg))
     batch = masked(batch) if recipe.compile else batch
     regression = data.task.is_regression
 

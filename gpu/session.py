@@ -279,7 +279,7 @@ def bench(session: Session) -> None:
                 side: 1.0 / result[f"{side}_step_s"] for side in sides if f"{side}_step_s" in result
             }
             profiles = {
-                side: {key: result[f"{side}_profile"][key] for key in PROFILE_KEYS}
+                side: recorded_profile(result[f"{side}_profile"])
                 for side in sides
                 if f"{side}_profile" in result
             }
@@ -313,6 +313,12 @@ PROFILE_KEYS = ("host_ms", "device_busy_ms", "busy_share_of_timed", "kernels", "
                 "launch_ms", "graph_launches", "syncs", "cpu_ops", "top_ops")  # fmt: skip
 
 
+def recorded_profile(summary: dict[str, Any]) -> dict[str, Any]:
+    """The figures of a ``bench/step_profile.py`` summary that ``session.json`` keeps (a
+    fine-tuning profile has no ``busy_share_of_timed``)."""
+    return {key: summary[key] for key in PROFILE_KEYS if key in summary}
+
+
 def finetune(session: Session) -> None:
     """The fine-tuning step's throughput per compile mode: the evaluation's speed on the card,
     and (``--profile``, on by default) each mode's profiled steps, which say whether the host or
@@ -332,8 +338,7 @@ def finetune(session: Session) -> None:
         result = json.loads(out.read_text())
         rates = {m: result[f"{m}_examples_per_s"] for m in result["modes"]}
         profiles = {
-            mode: {key: summary[key] for key in PROFILE_KEYS if key in summary}
-            for mode, summary in result.get("profiles", {}).items()
+            mode: recorded_profile(summary) for mode, summary in result.get("profiles", {}).items()
         }
         session.phase(
             "finetune",

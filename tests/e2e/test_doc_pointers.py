@@ -104,12 +104,17 @@ def package_sources() -> list[Path]:
     )
 
 
-def test_every_repository_file_the_docs_and_docstrings_name_exists():
+def checked_texts() -> dict[Path, list[str]]:
+    """What the pointer checks read: each doc whole, and each source file's docstrings."""
     sources = {doc: [doc.read_text(encoding="utf-8")] for doc in DOCS}
     sources.update({p: docstrings(p) for p in package_sources()})
+    return sources
+
+
+def test_every_repository_file_the_docs_and_docstrings_name_exists():
     missing = {
         f"{where.relative_to(ROOT)}: {path}"
-        for where, texts in sources.items()
+        for where, texts in checked_texts().items()
         for text in texts
         for path in repo_paths(text)
         if not (ROOT / path).exists()
@@ -139,11 +144,9 @@ def pointer_problems(texts: list[str]) -> set[str]:
 
 
 def test_every_dotted_and_imported_name_in_the_docs_and_docstrings_resolves():
-    sources = {doc: [doc.read_text(encoding="utf-8")] for doc in DOCS}
-    sources.update({p: docstrings(p) for p in package_sources()})
     problems = {
         f"{where.relative_to(ROOT)}: {problem}"
-        for where, texts in sources.items()
+        for where, texts in checked_texts().items()
         for problem in pointer_problems(texts)
     }
     assert not problems, sorted(problems)

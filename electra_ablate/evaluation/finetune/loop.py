@@ -56,6 +56,12 @@ def supported_max_len(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int:
     return min(recipe.max_len, backbone.max_seq_len)
 
 
+def padded_length(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int | None:
+    """What every batch is padded to: the longest supported example under ``padding: max_len``,
+    ``None`` (each batch to its own longest row) under ``dynamic``."""
+    return supported_max_len(recipe, backbone) if recipe.padding == "max_len" else None
+
+
 def finetune_task(
     kept: LoadedKept,
     task: TaskInfo,
@@ -81,7 +87,7 @@ def finetune_task(
     max_len = supported_max_len(recipe, kept.model.encoder.cfg)
     _check_split(task.name, "train", train, max_len)
     _check_split(task.name, "eval", evaluation, max_len)
-    pad_to = max_len if recipe.padding == "max_len" else None
+    pad_to = padded_length(recipe, kept.model.encoder.cfg)
 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         fit = functools.partial(_trained, kept, train, task, recipe, seed, device, pad_to, progress)
