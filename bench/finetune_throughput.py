@@ -1,14 +1,19 @@
-"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (docs/design.md),
-and the compiled step (``finetune.recipe.compile``) against the eager one.
+"""Fine-tuning throughput: dynamic padding against padding every batch to 128 (docs/design.md)
+or to a few fixed length buckets, and the compiled step (``finetune.recipe.compile``) against
+the eager one.
 
 A ``tiny`` encoder with random weights (speed does not depend on what the weights are) is
 fine-tuned for one epoch on real GLUE training examples, tokenised by a WordPiece tokenizer
 trained here on the same text, once per mode in the same process. Reports training examples per
-second (evaluation excluded) per task and over all tasks, and each mode's ratio to ``dynamic``.
-Modes (``--modes``): ``dynamic`` (eager, the default recipe), ``max_len`` (eager, padded to
-128), ``compiled`` (``compile: true``), ``cuda_graphs`` (``compile: reduce-overhead``, CUDA
-only). A compiled mode's compilations are paid by untimed warm-up fine-tunes (64 examples of each
-task) and reported apart (``compile_seconds``), as a study's worker pays them once per process.
+second (evaluation excluded) per task and over all tasks, each mode's ratio to ``dynamic``, the
+padding each mode used (``padding``) and the tokens a training example costs once padded
+(``<mode>_tokens_per_example`` per task, beside its ``mean_length``). Modes (``--modes``):
+``dynamic`` (eager, the default recipe), ``max_len`` (eager, padded to 128), ``buckets``
+(eager, padded to ``LENGTH_BUCKETS``: what the buckets cost without graphs), ``compiled``
+(``compile: true``, dynamic padding), ``cuda_graphs`` (``compile: reduce-overhead`` with
+``padding: buckets``, one CUDA graph per bucket; CUDA only). A compiled mode's compilations are
+paid by untimed warm-up fine-tunes (64 examples of each task) and reported apart
+(``compile_seconds``), as a study's worker pays them once per process.
 
 ``--profile N`` then profiles N more training steps of each mode (one full batch of the first
 task, after three untimed steps) under ``torch.profiler`` (``bench/step_profile.py``): host time per
@@ -16,9 +21,10 @@ step, the operators with the most host time of their own, and on a GPU the kerne
 CUDA-graph replays and syncs per step and the card's busy share, which say whether the host or
 the card bounds a fine-tuning step.
 
-    python bench/finetune_throughput.py --tasks cola,mrpc --cap 512 [--device cuda] [--json]
+    python bench/finetune_throughput.py --tasks sst2,mrpc --cap 512 [--device cuda] [--json]
+    python bench/finetune_throughput.py --preset micro --modes dynamic,buckets --cap 256
     python bench/finetune_throughput.py --preset small --modes dynamic,compiled,cuda_graphs \
-        --device cuda --profile 5 --json
+        --device cuda --tasks sst2,mrpc --cap 2048 --profile 5 --json
 """
 
 from __future__ import annotations
@@ -39,11 +45,16 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from step_profile import profile_steps
 
-from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.checkpoints.kept import LoadedKept
 from electra_ablate.data.tokenizer import save_tokenizer, train_wordpiece
-from electra_ablate.evaluation.finetune.batching import as_examples, collate, train_batches
+from electra_ablate.evaluation.finetune.batching import (
+    Examples,
+    as_examples,
+    collate,
+    train_batches,
+)
 from electra_ablate.evaluation.finetune.loop import (
     finetune_task,
     make_optimizer,
@@ -57,11 +68,16 @@ from electra_ablate.evaluation.glue.data import GLUE_TASKS, EncodedGlue, encode_
 from electra_ablate.pretraining.engine.compiling import compiled
 from electra_ablate.pretraining.objective import KeptModel
 
+LENGTH_BUCKETS = (32, 64, 128)
+"""The buckets of the bucketed modes (the recipe's ``max_len`` is 128; a smaller encoder's
+``max_seq_len`` cuts the largest to its own)."""
+BUCKETED: dict[str, object] = {"padding": "buckets", "length_buckets": LENGTH_BUCKETS}
 MODES: dict[str, dict[str, object]] = {
     "dynamic": {},
     "max_len": {"padding": "max_len"},
+    "buckets": BUCKETED,
     "compiled": {"compile": True},
-    "cuda_graphs": {"compile": "reduce-overhead"},
+    "cuda_graphs": {"compile": "reduce-overhead", **BUCKETED},
 }
 """Each mode's recipe fields beyond one epoch of the default recipe."""
 EVAL_EXAMPLES = 32
@@ -114,6 +130,11 @@ def measure(
         name: {"examples": len(train), "mean_length": float(train.lengths.mean())}
         for name, train in trains.items()
     }
+    for name, train in trains.items():
+        for mode, recipe in recipes.items():
+            per_task[name][f"{mode}_tokens_per_example"] = tokens_per_example(
+                train, recipe, kept.model.encoder.cfg
+            )
     compile_seconds: dict[str, float] = {}
     profiles: dict[str, dict] = {}
     done: list[str] = []
@@ -138,16 +159,31 @@ def measure(
                 result["train_examples"] / result["train_seconds"]
             )
         done.append(mode)
-        report = summarize(per_task, done, compile_seconds, profiles, preset_name, device, cap)
+        report = summarize(
+            per_task, recipes, done, compile_seconds, profiles, preset_name, device, cap
+        )
         if on_mode is not None:
             on_mode(report)
         if profile:  # after the mode's rate is handed over: a stop while profiling keeps it
             first = next(iter(encoded.values()))
             profiles[mode] = profiled_steps(kept, first, recipe, profile, device)
-            report = summarize(per_task, done, compile_seconds, profiles, preset_name, device, cap)
+            report = summarize(
+                per_task, recipes, done, compile_seconds, profiles, preset_name, device, cap
+            )
             if on_mode is not None:
                 on_mode(report)
     return report
+
+
+def tokens_per_example(train: Examples, recipe: FinetuneRecipe, cfg: BackboneConfig) -> float:
+    """Tokens a training example costs once its batch is padded as ``recipe`` pads it
+    (``loop.padded_length``), over one epoch's batches as the fine-tune forms them (seed 0)."""
+    lengths = train.lengths
+    batches = train_batches(
+        lengths, recipe.batch_size, recipe.sort_chunk_batches, np.random.default_rng(0)
+    )
+    padded = sum(len(b) * padded_length(recipe, cfg, int(lengths[b].max())) for b in batches)
+    return padded / len(lengths)
 
 
 def profiled_steps(
@@ -166,7 +202,8 @@ def profiled_steps(
         train.lengths, recipe.batch_size, recipe.sort_chunk_batches, np.random.default_rng(0)
     )
     indices = max(batches, key=len)  # a full batch, as the recipe forms them
-    batch = collate(train, indices, padded_length(recipe, kept.model.encoder.cfg))
+    longest = int(train.lengths[indices].max())
+    batch = collate(train, indices, padded_length(recipe, kept.model.encoder.cfg, longest))
     batch = masked(batch) if recipe.compile else batch
     regression = data.task.is_regression
 
@@ -181,6 +218,7 @@ def profiled_steps(
 
 def summarize(
     per_task: dict[str, dict],
+    recipes: dict[str, FinetuneRecipe],
     modes: list[str],
     compile_seconds: dict[str, float],
     profiles: dict[str, dict],
@@ -188,8 +226,8 @@ def summarize(
     device: str,
     cap: int,
 ) -> dict:
-    """The report of the modes timed so far: examples/s per task and over all tasks, and the
-    profiles of those profiled so far (``--profile``)."""
+    """The report of the modes timed so far: examples/s per task and over all tasks, the padding
+    each used, and the profiles of those profiled so far (``--profile``)."""
     examples = sum(row["examples"] for row in per_task.values())
     rates = {
         mode: examples / sum(row[f"{mode}_seconds"] for row in per_task.values()) for mode in modes
@@ -200,6 +238,12 @@ def summarize(
         "threads": torch.get_num_threads(),
         "cap": cap,
         "modes": list(modes),
+        "padding": {mode: recipes[mode].padding for mode in modes},
+        **(
+            {"length_buckets": list(LENGTH_BUCKETS)}
+            if any(recipes[mode].padding == "buckets" for mode in modes)
+            else {}
+        ),
         "tasks": per_task,
         "compile_seconds": dict(compile_seconds),
         **({"profiles": dict(profiles)} if profiles else {}),
@@ -222,6 +266,10 @@ def print_table(report: dict) -> None:
     table.add_row("all", "", "", *(f"{report[f'{mode}_examples_per_s']:.0f}" for mode in modes))
     if "ratio" in report:
         table.add_row("/ dynamic", "", "", *(f"{report['ratio'][mode]:.2f}x" for mode in modes))
+    table.add_row("padding", "", "", *(report["padding"][mode] for mode in modes))
+    for name, row in report["tasks"].items():
+        padded = [f"{row[f'{mode}_tokens_per_example']:.1f}" for mode in modes]
+        table.add_row(f"{name} tokens/example", "", "", *padded)
     Console().print(table)
     for mode, summary in report.get("profiles", {}).items():
         ops = ", ".join(
@@ -249,7 +297,7 @@ def print_table(report: dict) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--glue", type=Path, default=default_glue(), help="GLUE parquet folder")
-    parser.add_argument("--tasks", default="cola,mrpc", help="comma-separated GLUE tasks")
+    parser.add_argument("--tasks", default="sst2,mrpc", help="comma-separated GLUE tasks")
     parser.add_argument("--cap", type=int, default=512, help="training examples per task")
     parser.add_argument("--preset", default="tiny", help="backbone preset")
     parser.add_argument("--threads", type=int, default=None, help="torch intra-op threads")

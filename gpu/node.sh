@@ -7,11 +7,14 @@
 # STEPs, run in order (default: doctor test bench):
 #   session     everything one stretch of lent GPU time can do, in one call bounded by
 #               SESSION_SECONDS (default 540, from this script's start to its last file):
-#               doctor, CUDA tests, bench, the study's measured time model, then the largest
-#               rung of the FLOPs ladder that fits, packed as it finishes (session.py beside
-#               this script): OUT/session.json, session.log, doctor.json, bench.json, plan.json
-#               and one pack (finetune.json too where the finetune phase ran); at most
-#               seven files whatever happens
+#               doctor, CUDA tests, bench, then the largest rung of the FLOPs ladder (and the
+#               most fine-tuning seeds) that the replayed time model says fits, packed as it
+#               finishes (session.py beside this script): OUT/session.json, session.log,
+#               doctor.json, bench.json and one pack (finetune.json, plan.json too where those
+#               phases were named), then, as far
+#               as files are left, the kept encoders of runs whose evaluations the deadline cut
+#               (<study>-<rung>.kept.partIofN) and compile-cache.tar.xz; at most eight files
+#               whatever happens, and a non-zero exit where one could not be written
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
 #   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
 #               some), else the doctor's checks on every device: OUT/cuda-tests.log
@@ -25,9 +28,11 @@
 # Every step leaves its files under OUT whatever happens to the others; the exit code is the
 # first failing step's. Environment (defaults): PYTHON (python3), WORK (/tmp/ablate-work: the
 # installed wheels, the unpacked data and the study folder), DEVICE (cuda), JOB_SECONDS (540),
-# WORKERS (1; the session's default 4 share the one GPU), REPO (the current folder), DOCTOR_ARGS,
-# SESSION_SECONDS (540), BENCH_ARGS (--preset small --batch 128
-# --steps 20), BENCH_COMPILE (on cuda "true reduce-overhead", i.e. compiled and compiled with
+# WORKERS (1), SESSION_WORKERS (the session's study processes; default session.py's WORKERS,
+# 12: on one card the one_card schedule trains one run at a time, so the workers serve the
+# host-bound evaluations after it), SESSION_ARGS (more of session.py's options, e.g. --mps),
+# REPO (the current folder), DOCTOR_ARGS, SESSION_SECONDS (540), BENCH_ARGS (--preset small
+# --batch 128 --steps 20), BENCH_COMPILE (on cuda "true reduce-overhead", i.e. compiled and compiled with
 # CUDA graphs; elsewhere none: CUDA graphs need CUDA and compiling a CPU step takes minutes).
 set -uo pipefail
 START=$(date +%s)
@@ -156,7 +161,8 @@ step_session() {
     # shellcheck disable=SC2086
     "$PYTHON" "$KIT/session.py" --kit "$KIT" --out "$OUT" --work "$WORK" --repo "$REPO" \
         --device "$DEVICE" --seconds "$SESSION_SECONDS" --started "$START" \
-        --workers "${SESSION_WORKERS:-4}" --bench-args "$SESSION_BENCH_ARGS" ${SESSION_ARGS:-} &
+        ${SESSION_WORKERS:+--workers "$SESSION_WORKERS"} --bench-args "$SESSION_BENCH_ARGS" \
+        ${SESSION_ARGS:-} &
     child=$!
     trap 'kill -TERM "$child" 2>/dev/null' TERM
     trap 'kill -INT "$child" 2>/dev/null' INT

@@ -3,10 +3,14 @@
 # micro study gpu/rehearsal.yaml; a fresh virtual environment holding only CPU torch and the
 # packages the kit relies on a node to have (electra_ablate.scaleout.kit.NODE_PACKAGES and NODE_EXTRAS,
 # at this environment's versions), so neither polars nor datasets; node.sh there: both shards as
-# packs, then four sessions (`node.sh KIT OUT session`): a whole one, one whose deadline leaves
-# no time for the study, one stopped by SIGTERM while pre-training and one killed (SIGKILL)
-# during evaluation, each checked by gpu/check_session.py (at most 8 files, a truthful
-# session.json, packs that merge); then `ablate merge` and `ablate report` back here.
+# packs, then sessions (`node.sh KIT OUT session`): a whole one, one whose deadline leaves no
+# time for the study, one stopped by SIGTERM while pre-training, one killed (SIGKILL) during
+# evaluation; then, on the one-card schedule, one whose deadline cuts evaluations (its kept
+# encoders come back as parts), one on a second kit carrying the whole session's compile cache
+# that is given the cut one's parts and pack (`--reuse`) and finishes the cut evaluations
+# without pre-training, and one whose pack cannot be written (a folder at its name); each
+# checked by gpu/check_session.py (at most 8 files, a truthful session.json that names no file
+# that is not there, packs that merge); then `ablate merge` and `ablate report` back here.
 #
 #   bash gpu/rehearse.sh            (with the project's environment active; REHEARSAL_DIR keeps
 #                                    the files, default a temporary folder)
@@ -55,17 +59,34 @@ for missing in polars datasets electra_ablate pydantic; do
     fi
 done
 
-node() {  # node OUT STEP...: node.sh as the node runs it (its Python only, no raw data)
-    local out=$1
+node() {  # node OUT STEP...: node.sh as the node runs it (its Python only, no raw data), from
+    local out=$1  # the kit NODE_KIT (default: the first)
     shift
-    env -u PYTHONPATH -u VIRTUAL_ENV -u ABLATE_CACHE ABLATE_DATA_DIR="$SCRATCH/no-raw-data" \
+    local kit=${NODE_KIT:-$SCRATCH/kit}
+    env -u PYTHONPATH -u VIRTUAL_ENV -u ABLATE_CACHE -u ABLATE_COMPILE_CACHE \
+        ABLATE_DATA_DIR="$SCRATCH/no-raw-data" \
         PYTHON="$NODE_PY" WORK="$SCRATCH/work" DEVICE=cpu OMP_NUM_THREADS=1 REPO="$PWD" \
         DOCTOR_ARGS="--no-compile --steps 3" BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1" \
         SESSION_BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1 --no-memory" \
-        SESSION_WORKERS=2 bash "$SCRATCH/kit/node.sh" "$SCRATCH/kit" "$out" "$@"
+        SESSION_WORKERS=2 bash "$kit/node.sh" "$kit" "$out" "$@"
 }
-check() {  # check OUT RC EXPECTATION: what a session left (gpu/check_session.py)
-    python gpu/check_session.py "$1" "$2" --expect "$3"
+check() {  # check OUT RC EXPECTATION [MORE]: what a session left (gpu/check_session.py)
+    python gpu/check_session.py "$1" "$2" --expect "$3" "${@:4}"
+}
+kit_work() {  # kit_work KIT: the node's WORK of that kit (node.sh: one per kit.json)
+    echo "$SCRATCH/work/kit-$(sha256sum "$1/kit.json" | cut -c1-12)"
+}
+pause_evaluations() {  # pause_evaluations STUDY: once an evaluation runs, pause the study's
+    local study=$1 i p  # workers (its process group but its leader): PAUSED holds the group
+    for i in $(seq 1500); do
+        grep -qE '"event": "start".*"kind": "(finetune|probe)"' "$study/schedule.jsonl" \
+            2>/dev/null && break
+        sleep 0.2
+    done
+    PAUSED=$(pgrep -f -- "--out $study .*--workers" | head -1) || true
+    [ -n "$PAUSED" ] || { echo "no study in flight in $study to pause" >&2; return 0; }
+    for p in $(pgrep -g "$PAUSED"); do [ "$p" = "$PAUSED" ] || kill -STOP "$p"; done
+    echo "an evaluation is in flight in $study: its workers paused until the deadline"
 }
 session_field() {  # session_field OUT PYTHON-EXPRESSION-OF-r: polls a live session.json
     python -c "import json,sys; r=json.load(open(sys.argv[1]+'/session.json')); print($2)" "$1" 2>/dev/null
@@ -117,6 +138,44 @@ stop_session "$SCRATCH/session-kill" KILL \
     "r['phases'].get('study',{}).get('evaluations',{}).get('done',0)>0"
 rc=0; wait $pid || rc=$?
 check "$SCRATCH/session-kill" $rc killed
+
+# On one card (the schedule forced): the deadline cuts evaluations of finished runs, their
+# kept encoders come back as parts. The workers are paused once an evaluation is in flight
+# (SIGSTOP) and go on (SIGCONT) only after the deadline has stopped the study, so the cut is
+# certain whatever this machine's speed. Meanwhile a second kit is made here, carrying the
+# compile cache the whole session saved.
+ONE_CARD="--set schedule.shape=one_card --set finetune.recipe.epochs=30"
+CUT_SECONDS=130  # the study's least 60 s after the 60 s kept for its last pack, and setup
+started=$(date +%s)
+SESSION_SECONDS=$CUT_SECONDS SESSION_ARGS="--phases study --ladder 2e9 --pack-every 10 $ONE_CARD" \
+    node "$SCRATCH/session-cut" session &
+pid=$!
+rm -rf "$SCRATCH/kit-cache"
+ABLATE_CACHE="$SCRATCH/cache" ablate kit gpu/rehearsal.yaml --out "$SCRATCH/kit-cache" \
+    --python "$version" --compile-cache "$SCRATCH/session-whole/compile-cache.tar.xz" &
+kit_pid=$!
+pause_evaluations "$(kit_work "$SCRATCH/kit")/study-2e09"
+while [ "$(date +%s)" -lt $((started + CUT_SECONDS - 60 + 2)) ]; do sleep 0.5; done
+[ -z "${PAUSED:-}" ] || kill -CONT -- "-$PAUSED" 2>/dev/null || true
+rc=0; wait $pid || rc=$?
+check "$SCRATCH/session-cut" $rc cut --one-card
+wait $kit_pid
+# the next stretch: the cut session's parts and its pack merged (as a user brings them back),
+# carried with the second kit; nothing pre-trains, the cut evaluations finish
+rm -rf "$SCRATCH/reuse" && mkdir -p "$SCRATCH/reuse"
+cp "$SCRATCH"/session-cut/*.kept.part* "$SCRATCH/reuse/"
+ablate merge "$SCRATCH"/session-cut/*.pack.tar.gz --into "$SCRATCH/reuse/rehearsal-2e09"
+rm -rf "$(kit_work "$SCRATCH/kit-cache")"  # a fresh machine
+rc=0; NODE_KIT="$SCRATCH/kit-cache" SESSION_SECONDS=300 \
+    SESSION_ARGS="--phases study --ladder 2e9 $ONE_CARD --reuse $SCRATCH/reuse" \
+    node "$SCRATCH/session-reuse" session || rc=$?
+check "$SCRATCH/session-reuse" $rc reused --one-card --after "$SCRATCH/session-cut"
+# a pack that cannot be written (a folder sits at its name): the session fails and says why
+mkdir -p "$SCRATCH/session-refused/rehearsal-2e09.pack.tar.gz"
+rc=0; NODE_KIT="$SCRATCH/kit-cache" SESSION_SECONDS=300 \
+    SESSION_ARGS="--phases study --ladder 2e9 $ONE_CARD" node "$SCRATCH/session-refused" session ||
+    rc=$?
+check "$SCRATCH/session-refused" $rc pack-refused
 
 echo "== merge and report (here)"
 rm -rf "$SCRATCH/merged"

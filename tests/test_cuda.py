@@ -290,6 +290,57 @@ def test_a_compiled_fine_tune_on_the_device_keeps_to_the_eager_one(
     assert fused["accuracy"] == pytest.approx(eager["accuracy"], abs=5.0)
 
 
+LENGTH_BUCKETS = (8, 16, SEQ)
+"""``marker_rows`` are 6 to 21 tokens long: every bucket is used."""
+
+
+@pytest.mark.skipif(NO_COMPILE is not None, reason=str(NO_COMPILE))
+def test_a_bucketed_fine_tune_replayed_as_cuda_graphs_keeps_to_the_eager_one(
+    loss_calls: list[torch.Tensor],
+    recwarn: pytest.WarningsRecorder,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """``padding: buckets`` with ``compile: reduce-overhead``, what takes a fine-tuning step
+    off the host with one CUDA graph per bucket: under bf16 autocast, every batch is a bucket
+    long, the first loss is the eager bucketed fine-tune's (same head, batch and dropout
+    draws), the later ones and the dev accuracy close, and nothing falls back to eager. On the
+    CPU stand-in, where CUDA graphs do not exist, the same steps run compiled
+    (``compile: true``)."""
+    mode = "reduce-overhead" if DEVICE.type == "cuda" else True
+    lengths: list[int] = []
+    real_collate = finetune_loop.collate
+
+    def collate(*args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+        batch = real_collate(*args, **kwargs)
+        lengths.append(int(batch["input_ids"].shape[1]))
+        return batch
+
+    monkeypatch.setattr(finetune_loop, "collate", collate)
+    torch.manual_seed(0)
+    kept = LoadedKept(
+        KeptModel(Encoder(ONE_LAYER), "discriminator", TokenBinaryHead(ONE_LAYER)), {}, None
+    )
+    train, dev = marker_rows(128, 0), marker_rows(64, 1)
+    recipe = FinetuneRecipe(
+        lr=3e-3, epochs=3, batch_size=16, task_epochs={}, precision="bf16", max_len=SEQ,
+        padding="buckets", length_buckets=LENGTH_BUCKETS,
+    )  # fmt: skip
+    eager = finetune_task(kept, GLUE_TASKS["sst2"], train, dev, recipe, seed=0, device=DEVICE)
+    eager_losses = [float(v) for v in loss_calls]
+    loss_calls.clear()
+    lengths.clear()
+    graphs = recipe.model_copy(update={"compile": mode})
+    fused = finetune_task(kept, GLUE_TASKS["sst2"], train, dev, graphs, 0, DEVICE)
+    sync()
+    assert not [w for w in recwarn if "torch.compile failed" in str(w.message)]
+    assert set(lengths) == set(LENGTH_BUCKETS), lengths
+    losses = [float(v) for v in loss_calls]
+    assert len(losses) == len(eager_losses) == 24
+    assert losses[0] == pytest.approx(eager_losses[0], rel=FIRST_STEP_RTOL)
+    assert losses == pytest.approx(eager_losses, rel=LATER_STEP_RTOL, abs=0.05)
+    assert fused["accuracy"] == pytest.approx(eager["accuracy"], abs=5.0)
+
+
 @pytest.fixture
 def encoder_devices(monkeypatch: pytest.MonkeyPatch) -> list[torch.device]:
     """Where each of a probe's encoder passes ran; the probes' feature cache emptied, so that

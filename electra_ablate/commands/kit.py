@@ -20,13 +20,26 @@ def register(app: typer.Typer) -> None:
             "--platform",
             help="the node's wheel platform tags (repeatable)",
         ),
+        compile_cache: Path | None = typer.Option(
+            None,
+            "--compile-cache",
+            metavar="FILE",
+            help="a compile-cache.tar.xz that one of your own GPU sessions returned, carried so "
+            "that the node starts warm (it is compiled code: never take one from elsewhere)",
+        ),
     ) -> None:
         """Make a relocatable folder for an offline GPU node: the spec's data bundle
         (compressed), the wheels the node lacks and this project's, the node script (doctor,
         CUDA tests, bench, the study's shards as result packs); print its size."""
         from electra_ablate.scaleout.kit import NODE_LIMIT_BYTES, build_kit
 
-        kit = build_kit(spec_path, out, python_version, tuple(platform), log=typer.echo)
+        kit = build_kit(spec_path, out, python_version, tuple(platform), typer.echo, compile_cache)
+        if carried := kit.manifest.get("compile_cache"):
+            made = carried["manifest"]
+            typer.echo(
+                f"compile cache: {carried['bytes'] / 2**20:.1f} MiB, made with torch "
+                f"{made['torch']} on {made['card']}"
+            )
         mib = kit.bytes / 2**20
         fits = "under" if kit.bytes < NODE_LIMIT_BYTES else "OVER"
         typer.echo(

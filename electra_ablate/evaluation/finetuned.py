@@ -6,7 +6,7 @@ predictions (``score``); everything else is done here, the same way for every fa
 ``ablate run`` and ``ablate finetune`` alike: the job's identity (the recipe and the caps), the
 encoding with the kept encoder's own tokenizer (cached per process), one capping path (the
 recipe's training cap inside ``finetune_task``, the spec's evaluation cap here), and the
-dry-run's cost estimate.
+dry-run's cost estimate and the schedule's untimed one (``relative_cost``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,13 @@ import torch
 from electra_ablate.data.paths import file_hash
 from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.finetune.loop import finetune_task, supported_max_len
-from electra_ablate.evaluation.task import Progress, Task, TaskSettings
+from electra_ablate.evaluation.task import (
+    EVAL_EXAMPLE_COST,
+    Progress,
+    Task,
+    TaskSettings,
+    capped,
+)
 from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.engine.precision import resolve_precision
 
@@ -70,12 +76,33 @@ class FinetunedTask(Task):
         """Every metric in ``metrics`` from class ids (or scores, for regression)."""
         raise NotImplementedError
 
-    def identity(self, settings: TaskSettings) -> dict[str, Any]:
+    def example_counts(self, settings: TaskSettings) -> tuple[int, int] | None:
+        """The training and evaluation examples of the task's data before any cap, read
+        cheaply (a file's row count, not its rows), or None where a family cannot say:
+        ``relative_cost`` reads them. Default: None."""
+        return None
+
+    def relative_cost(self, settings: TaskSettings) -> float:
+        """Training examples after the cap times the recipe's epochs, plus the evaluation
+        examples after theirs at ``EVAL_EXAMPLE_COST`` each (``Task.relative_cost``)."""
+        counts = self.example_counts(settings)
+        if counts is None:
+            return super().relative_cost(settings)
         recipe = settings.recipe
+        train = capped(counts[0], recipe.cap_for(self.name)) * recipe.epochs_for(self.name)
+        return train + EVAL_EXAMPLE_COST * capped(counts[1], settings.eval_cap)
+
+    def identity(self, settings: TaskSettings) -> dict[str, Any]:
+        """The recipe, less how it runs (precision, compile) and its per-task fields (this
+        task's cap and epochs stand beside it). ``length_buckets`` enters only under
+        ``padding: buckets``, where it sets the padded lengths and so dropout's draws: the jobs
+        of every other padding keep the ids they had before the key existed."""
+        recipe = settings.recipe
+        left_out = {"train_caps", "task_epochs", "precision", "compile"}
+        if recipe.padding != "buckets":
+            left_out.add("length_buckets")
         return {
-            "recipe": recipe.model_dump(
-                mode="json", exclude={"train_caps", "task_epochs", "precision", "compile"}
-            ),
+            "recipe": recipe.model_dump(mode="json", exclude=left_out),
             "train_cap": recipe.cap_for(self.name),
             "epochs": recipe.epochs_for(self.name),
             "eval_cap": settings.eval_cap,

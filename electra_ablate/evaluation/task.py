@@ -48,6 +48,10 @@ A ``Task`` has:
 - ``skip_reason(kept)``: why this task does not apply to that encoder, or None;
 - ``estimate_seconds(kept, settings, device)``: what ``evaluate`` will cost, for
   ``ablate run --dry-run`` (default: run it once and time it);
+- ``relative_cost(settings)``: a cheap, untimed measure of the same, only compared with other
+  tasks' (the one-card schedule starts the longest evaluations first:
+  ``electra_ablate.study.schedule``); ``schedule_kind``: ``finetune`` or ``probe``, what a
+  study's schedule log calls its evaluations (from ``needs``, by default);
 - ``references`` and ``evaluate_reference(reference, settings, seed, tokenizer_dir)``: scorers
   that need no encoder (a count-based detector, a majority-class predictor), evaluated once per
   data setting on the same data, so a table can show what the data holds beside what each
@@ -99,6 +103,21 @@ it took. Never a metric: results tables keep them apart."""
 
 Progress = Callable[[int, int], None]
 """Called as work advances with (steps done, total steps)."""
+
+ScheduleKind = Literal["finetune", "probe"]
+
+EVAL_EXAMPLE_COST = 1 / 3
+"""``Task.relative_cost``'s weight of an evaluated example against a trained one: a forward
+pass, against a forward and a backward pass (about twice the forward's FLOPs)."""
+PROBE_EXAMPLE_COST = 0.1
+"""``Task.relative_cost``'s weight of a probe's example against a fine-tuning one: one forward
+pass without gradients, in batches packed by tokens, and a linear fit on its features, against
+a whole fine-tuning step's share per example (forward, backward, optimizer)."""
+
+
+def capped(count: int, cap: int | None) -> int:
+    """``count`` examples after a cap (None: no cap)."""
+    return min(count, cap) if cap else count
 
 
 @dataclass(frozen=True)
@@ -163,6 +182,22 @@ class Task:
         """The autocast precision ``evaluate`` trains in on ``device``, for the job's record
         (not its identity); None for a task that trains nothing in torch (the default)."""
         return None
+
+    @property
+    def schedule_kind(self) -> ScheduleKind:
+        """What a study's schedule log (``schedule.jsonl``) calls an evaluation of this task:
+        ``finetune`` where the encoder is trained with a head, ``probe`` where it is read
+        frozen (or its kept head is)."""
+        return "finetune" if self.needs == "finetuned_head" else "probe"
+
+    def relative_cost(self, settings: TaskSettings) -> float:
+        """How long one ``evaluate`` takes, in example passes of a fine-tune (a trained example
+        is 1; see ``EVAL_EXAMPLE_COST``, ``PROBE_EXAMPLE_COST``), estimated without timing or
+        encoding anything: a study's one-card schedule starts ready evaluations longest first
+        by it, so only its order against other tasks' matters. It must be cheap (the parent of
+        a study's workers asks it of every job) and the same on every machine for the same
+        data. Default: 1, an unknown cost counted as one example."""
+        return 1.0
 
     def skip_reason(self, kept: LoadedKept) -> str | None:
         if self.needs == "detection_head" and kept.model.role != "discriminator":

@@ -3,12 +3,16 @@
 - ``errors``: the one error type a user can cause, and "did you mean";
 - ``storage``: atomic writes;
 - ``locks``: one writer per folder, naming its holder;
+- ``device_gate``: one process at a time trains on a shared card while others compile
+  (``ABLATE_DEVICE_GATE``);
 - ``manifest``: sha256 manifests of a folder's files;
 - ``threads``: torch's process-wide thread count, set and restored;
 - ``layout``: where a study's outputs live, every path built in one place;
 - ``identity``: what enters a run id and a job id (``config_hash``, ``IDENTITY_EXCLUDED``);
 - ``tables``: terminal tables that never cut a name;
 - ``progress``: progress lines on stderr (live on a terminal, plain in logs);
+- ``compile_cache``: torch's compile caches in one folder (``ABLATE_COMPILE_CACHE``), and the
+  archive that carries it from one stretch of GPU time to the next;
 - ``entry_points``: the installed objectives, task families and trackers, scanned once per
   process;
 - ``tracking``: the experiment trackers a spec names (TensorBoard, W&B, MLflow, a third

@@ -4,10 +4,12 @@
   study.json                        what ran, where, when, with which (resolved) spec
   study.lock                        held by the `ablate run` writing the study (its PID, host)
   study.shard-<i>-of-<n>.lock       held by `ablate run --shard I/N` (with study.lock shared)
+  device.lock                       held by the worker whose pre-training trains on one card
   jobs/<job id>_*                   cluster jobs' logs and pickled calls (`ablate run --launcher`)
   results.parquet                   one row per (run, checkpoint, task, seed, metric)
   runs.parquet                      one row per pre-training run with its status
   pretrain_metrics.parquet          the runs' logged metrics
+  schedule.jsonl                    when each item of work started and ended, by which process
   pretrain/<label>-s<seed>-<id>/    one pre-training run:
     run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log,
     tracking.json, tensorboard/     what each tracker has been sent; TensorBoard's files
@@ -153,6 +155,12 @@ class StudyLayout:
         return self.root / PRETRAIN_METRICS_FILE
 
     @property
+    def schedule_log(self) -> Path:
+        """One line per start and end of a unit's work (``study.execute``): the timeline of
+        who did what when, which a GPU session's record and its replay read."""
+        return self.root / "schedule.jsonl"
+
+    @property
     def lock(self) -> Path:
         return self.root / STUDY_LOCK
 
@@ -168,6 +176,12 @@ class StudyLayout:
     def shard_lock(self, index: int, count: int) -> Path:
         """Held by the ``ablate run --shard I/N`` writing shard I of N into this folder."""
         return self.root / f"study.shard-{index}-of-{count}.lock"
+
+    @property
+    def device_gate(self) -> Path:
+        """The gate a study's workers on one card train through, one at a time, while the next
+        compiles (``electra_ablate.infra.device_gate``)."""
+        return self.root / "device.lock"
 
     @property
     def tables_lock(self) -> Path:

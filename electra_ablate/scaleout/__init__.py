@@ -7,5 +7,9 @@
 - ``packs``: a study's results written as a pack to carry home;
 - ``merge``: packs and study folders merged into one study;
 - ``bundle``: data bundles written (``ablate data prepare --bundle``) for offline nodes;
-- ``kit``: offline GPU-node kits (``ablate kit``).
+- ``kit``: offline GPU-node kits (``ablate kit``);
+- ``kept_parts``: a cut run's kept encoders sent back from a GPU session in checksummed parts,
+  and rebuilt beside a study; standard library only;
+- ``replay``: a GPU session's study command replayed on one card, its time model fitted to
+  the committed stretches (``gpu/sessions``); standard library only.
 """

@@ -13,8 +13,12 @@ here, everything such a node needs to run the study:
   (doctor, CUDA tests, throughput bench, the study's shards, each leaving a result pack) and how
   to use it; ``session.py``: one stretch of GPU time in one command (``node.sh ... session``);
   ``bench/``: the throughput bench;
+- ``compile-cache.tar.xz``, only with ``--compile-cache FILE``: torch's compile caches as an
+  earlier GPU session of the user's returned them (``electra_ablate.infra.compile_cache``), so
+  that the node's processes start warm; compiled code, so only ever a file the user names;
 - ``kit.json``: what the kit holds, with sizes and checksums, and ``NODE_PACKAGES``, what it
-  relies on the node to have already.
+  relies on the node to have already; ``compile_cache``, where one is carried: its file, size,
+  sha256 (which the node checks before unpacking it) and the manifest of whoever filled it.
 
 The job path imports neither polars nor datasets (``tests/study/test_offline_node.py``): the tables
 are read, and packs merged and reported, back here.
@@ -36,6 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate import __version__
+from electra_ablate.infra.compile_cache import ARCHIVE as COMPILE_CACHE_ARCHIVE
+from electra_ablate.infra.compile_cache import check_archive
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.manifest import sha256
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
@@ -102,10 +108,15 @@ def build_kit(
     python_version: str = "3.12",
     platforms: tuple[str, ...] = ("manylinux_2_17_x86_64", "manylinux2014_x86_64"),
     log: Callable[[str], None] = print,
+    compile_cache: Path | None = None,
 ) -> Kit:
-    """Write the kit for ``spec_path`` into ``out`` (new, or an earlier kit replaced whole)."""
+    """Write the kit for ``spec_path`` into ``out`` (new, or an earlier kit replaced whole);
+    with ``compile_cache``, a ``compile-cache.tar.xz`` that travels with it (checked first,
+    before anything slow)."""
     out = Path(out)
     check_kit_target(out)
+    if compile_cache is not None:
+        checked_compile_cache(compile_cache)
     if not (GPU_FOLDER / "node.sh").is_file() or not (PROJECT_ROOT / "pyproject.toml").is_file():
         raise InputError(
             f"{PROJECT_ROOT} is not a source checkout of electra-ablate (no gpu/node.sh): "
@@ -129,6 +140,7 @@ def build_kit(
         (tmp / "bench").mkdir()
         for name in BENCH_FILES:
             shutil.copyfile(PROJECT_ROOT / "bench" / name, tmp / "bench" / name)
+        carried = carry_compile_cache(compile_cache, tmp) if compile_cache is not None else None
         manifest = {
             "format": KIT_FORMAT,
             "study": spec.name,
@@ -144,9 +156,34 @@ def build_kit(
                 if p.is_file()
             },
         }
+        if carried is not None:
+            manifest["compile_cache"] = carried
         manifest["bytes"] = sum(f["bytes"] for f in manifest["files"].values())
         atomic_write_text(tmp / KIT_FILE, json.dumps(manifest, indent=2))
     return Kit(out, manifest)
+
+
+def checked_compile_cache(path: Path) -> dict[str, Any]:
+    """The cache manifest of ``--compile-cache FILE``, or one ``InputError`` line (exit 2)
+    where it is not a readable ``compile-cache.tar.xz`` of the expected layout."""
+    try:
+        return check_archive(Path(path)).manifest
+    except InputError as exc:
+        raise InputError(f"--compile-cache: {exc}") from None
+
+
+def carry_compile_cache(path: Path, kit: Path) -> dict[str, Any]:
+    """``path`` copied into the kit folder ``kit`` as ``compile-cache.tar.xz`` and checked
+    again there (what is recorded is what travels); its ``kit.json`` entry: file, size,
+    sha256 and the manifest of whoever filled the cache."""
+    target = kit / COMPILE_CACHE_ARCHIVE
+    shutil.copyfile(path, target)
+    return {
+        "file": COMPILE_CACHE_ARCHIVE,
+        "bytes": target.stat().st_size,
+        "sha256": sha256(target),
+        "manifest": checked_compile_cache(target),
+    }
 
 
 def check_kit_target(out: Path) -> None:

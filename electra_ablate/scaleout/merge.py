@@ -36,7 +36,8 @@ held ones. The units follow, each atomically, and the tables are rebuilt from th
 ``ablate run --collect`` builds them, without the data: the spec in ``study.json`` says which
 units and fine-tunes make the study, the runs tables name its units, and the records say the
 rest. ``ablate report`` works on the result at once. ``study.json``'s ``merged_from`` names each
-source once (a merged source by the sources it was merged from), with its own provenance.
+source once (a merged source by the sources it was merged from), with its own provenance, and
+``schedule.jsonl`` holds every source's timeline lines, each line once (``merged_schedule``).
 """
 
 from __future__ import annotations
@@ -74,11 +75,22 @@ from electra_ablate.scaleout.packs import (
 from electra_ablate.scaleout.runner import PENDING_SUMMARY
 from electra_ablate.spec import parse_spec, recorded_spec
 from electra_ablate.study.context import Study
-from electra_ablate.study.execute import run_unit
+from electra_ablate.study.execute import GATE_KEYS, run_unit
 from electra_ablate.study.tables import write_tables
 from electra_ablate.study.units import BASELINE_LABEL, BaselineUnit, RunUnit, Unit, variant_label
 
-VOLATILE = frozenset({"wall_s", "wall_seconds", "train_seconds", "tokens_per_s", "message"})
+VOLATILE = frozenset(
+    {
+        "wall_s",
+        "wall_seconds",
+        "train_seconds",
+        "tokens_per_s",
+        "message",
+        "first_step_s",
+        "started_at",
+        *GATE_KEYS,
+    }
+)
 """Record keys that say how long a unit took, or where it was copied from, not what it computed:
 the same unit run on two machines differs only here, and is the same unit."""
 
@@ -646,6 +658,7 @@ def merge_locked(
     study = recorded_study(everyone[0], into)
     units, unknown = study_units(study, run_ids(everyone), final)
     chosen = choose_records(study, units, final, listed_results(everyone))
+    timeline = merged_schedule(everyone)
 
     # Every check has passed: from here on the target is written.
     base = everyone[0].study
@@ -653,9 +666,28 @@ def merge_locked(
     atomic_write_text(study.layout.study_json, json.dumps(study_json, indent=2, default=str))
     for copy in outcome.written:
         write_unit(into, copy)
+    if timeline:
+        atomic_write_bytes(study.layout.schedule_log, timeline)
     counts = rebuild_tables(study, units, chosen)
     log(summary_line(into, loaded, outcome, counts, unknown))
     return outcome
+
+
+def merged_schedule(sources: list[Source]) -> bytes:
+    """The target's ``schedule.jsonl`` after the merge: every source's lines (the target's
+    first), each line once, in the order read. Each source's timeline is a record of how it ran,
+    not a result, so the logs are simply concatenated (a line says which process and when); a
+    line that is not a JSON object is a damaged log, refused like any damaged record."""
+    name = REL.schedule_log.name
+    lines: dict[bytes, None] = {}
+    for source in sources:
+        data = source.files.get(name)
+        if data is None:
+            continue
+        if not all(isinstance(event, dict) for event in parse_record(source, name, data)):
+            raise InputError(f"{source.name}: {name} is damaged (a line is not an event)")
+        lines |= dict.fromkeys(line.strip() for line in data.splitlines() if line.strip())
+    return b"".join(line + b"\n" for line in lines)
 
 
 def merge_history(base: dict[str, Any], loaded: list[Source], command: str) -> list[dict]:

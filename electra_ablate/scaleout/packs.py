@@ -57,11 +57,13 @@ NOT_THE_STUDY = (
     "pretrain.tensorboard",
     "pretrain.resume_every",
     "tracking",
+    "schedule",
 )
 """Spec fields that say where a study runs, not which study it is: prose, the device, the
 places the data lives on this machine (its contents are part of every run's and fine-tune's
 id, so other data shows up as other units) and how a machine runs it or whom it tells (the
-trackers). Two shards, or two machines running the same spec, differ in nothing else."""
+trackers, the order its workers take the work in). Two shards, or two machines running the
+same spec, differ in nothing else."""
 
 
 # ------------------------------------------------------------------------------ the spec

@@ -28,6 +28,7 @@ from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.locks import FolderLock, lock_study
 from electra_ablate.infra.progress import ProgressMode, progress_mode
 from electra_ablate.infra.threads import torch_threads
+from electra_ablate.pretraining.engine.compiling import use_compile_cache
 from electra_ablate.pretraining.engine.state import resumable_step
 from electra_ablate.scaleout.launch import LaunchOptions, StudySetup, launch_units
 from electra_ablate.scaleout.shards import Shard, shard_units
@@ -86,6 +87,7 @@ def run_study(
             return collect_finished(study, plan, started, log)
         if launcher is None:  # a launched job checks its own device (launch.StudySetup)
             refuse_cuda_graphs_off_cuda(spec, study.device)
+            use_compile_cache()  # settled before the workers start (a collect compiles nothing)
         locks = hold_study(study, wait, shard)
         try:
             if launcher is not None:

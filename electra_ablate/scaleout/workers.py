@@ -2,12 +2,21 @@
 
 A small model does not keep two cores busy from one process, so on 2 cores two single-threaded
 workers finish a study sooner than one process with two threads (``bench/study_workers.py``).
-Each worker prepares the same study (cache hits) and takes work as processes free up: first
-every pre-training run, most expensive first, then every fine-tune (checkpoint, task, seed) as
-its own item, submitted when its run finishes. Fine-tunes are separate items so that the last
-run's fine-tunes are shared by both workers instead of making one wait for the other. The
-parent only watches: it reads the runs' logs to show runs, FLOPs and fine-tunes done, and an
-ETA.
+Each worker prepares the same study (cache hits) and takes work as processes free up. Every
+pre-training run is an item, and so is every evaluation (checkpoint, task, seed), ready when
+its run finishes: evaluations are separate items so that the last run's are shared by every
+worker instead of making one wait for another. Which ready item starts next is the spec's
+``schedule`` (``electra_ablate.study.schedule``, the rule the GPU session's replay follows
+too): the ``pool`` takes runs first, most expensive first, then evaluations as they become
+ready; ``one_card`` (workers sharing one GPU) trains one run at a time and starts evaluations
+after the last, longest first (``Task.relative_cost``). On one card the next run starts while
+one trains (``Schedule.compile_ahead``) and compiles, then waits at the study's device gate
+(``StudyLayout.device_gate``, set for every worker: ``electra_ablate.infra.device_gate``) until
+the card is free. The parent hands the pool at most one item per idle worker (``WorkQueue``),
+so the executor's own queue never reorders anything. The parent otherwise only watches: it
+reads the runs' logs to show runs, FLOPs and fine-tunes done, and an ETA; each item's start and
+end go to the study's ``schedule.jsonl``, written by the worker that does it
+(``electra_ablate.study.execute``).
 
 A worker that dies (killed, out of memory, a crash in native code) breaks the pool; the parent
 starts a new pool with as many workers and hands it the items that were in flight: a run resumes
@@ -32,6 +41,9 @@ from typing import Any
 
 import torch
 
+from electra_ablate.evaluation.run import EvaluationJob
+from electra_ablate.evaluation.task import get_task
+from electra_ablate.infra import device_gate
 from electra_ablate.infra.progress import ProgressMode, format_duration
 from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.spec import StudySpec
@@ -40,6 +52,7 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.execute import all_evaluated, evaluate, run_unit
 from electra_ablate.study.plan import plan_study
 from electra_ablate.study.records import warnings_to
+from electra_ablate.study.schedule import Job, Schedule, resolved_schedule
 from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
@@ -64,6 +77,7 @@ def _init_worker(
     overrides: dict,
     reuse: bool,
     started: Path,
+    gate: Path | None,
     slots: Any,
 ) -> None:
     global _worker, _started
@@ -71,6 +85,8 @@ def _init_worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     _no_process_shared_locks()
     _started = started
+    if gate is not None:  # the schedule starts pre-trainings ahead: they train one at a time
+        os.environ[device_gate.ENV] = str(gate)
     torch.set_num_threads(threads)
     study = Study(spec, spec_path, out_dir, claim_device(device, slots), overrides, reuse)
     _worker = (study, plan_study(study).units)  # the data is in the cache the parent filled
@@ -116,6 +132,14 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+def _start() -> None:
+    """Nothing, submitted once per worker as a pool starts. A pool starts a process only when
+    an item finds none idle, and the schedule hands out one item per idle worker: on one card
+    a single pre-training would start a single process, and the others would start (import
+    torch, prepare the study) only when the evaluations come, each one late. These make every
+    worker start at once, and be ready while the first pre-training trains."""
+
+
 def _pretrain(index: int) -> tuple[int, dict[str, Any]]:
     study, units = _worker
     note_start(("run", index))
@@ -135,6 +159,14 @@ def _evaluate(index: int, job_id: str) -> dict[str, Any]:
         return evaluate(study, units[index], job)
 
 
+def study_schedule(study: Study, workers: int) -> Schedule:
+    """The order ``workers`` processes take the study's work in: the spec's ``schedule``, its
+    ``auto`` resolved for this study's device and the GPUs visible here."""
+    block = study.spec.schedule
+    visible = torch.cuda.device_count()
+    return resolved_schedule(block.shape, block.beside, str(study.device), visible, workers)
+
+
 def run_in_workers(
     study: Study, units: list[Unit], workers: int, progress: ProgressMode, log: Log = print
 ) -> None:
@@ -150,7 +182,13 @@ def run_in_workers(
     todo.sort(key=lambda i: -unit_cost(units[i]))
     if not todo:
         return
-    log(f"{len(todo)} units of work on {workers} workers x {threads} threads")
+    schedule = study_schedule(study, workers)
+    unused = study.spec.schedule.beside if schedule.shape == "pool" else 0
+    log(
+        f"{len(todo)} units of work on {workers} workers x {threads} threads; "
+        f"schedule {schedule.describe()}"
+        + (f" (schedule.beside: {unused} unused: not one card)" if unused else "")
+    )
     context = multiprocessing.get_context("spawn")
     started_notes = Path(tempfile.mkdtemp(prefix="ablate-workers-"))
     args = (
@@ -162,20 +200,26 @@ def run_in_workers(
         study.overrides,
         study.reuse,
         started_notes,
+        study.layout.device_gate if schedule.compile_ahead else None,
     )
     watcher = StudyWatcher(study, units, progress)
 
     def new_pool() -> ProcessPoolExecutor:
-        """``workers`` processes, numbered from 0 as they start (``worker_device``)."""
+        """``workers`` processes, numbered from 0 as they start (``worker_device``), all
+        started now (``_start``)."""
         slots = context.Value("i", 0)
-        return ProcessPoolExecutor(
+        pool = ProcessPoolExecutor(
             workers, mp_context=context, initializer=_init_worker, initargs=(*args, slots)
         )
+        for _ in range(workers):
+            pool.submit(_start)
+        return pool
 
     pool = new_pool()
     futures: dict[Any, Item] = {}
     deaths: dict[Item, int] = {}
     breaks_before_any_start = 0
+    queue = WorkQueue(schedule, workers)
 
     def submit(item: Item) -> None:
         if item[0] == "run":
@@ -183,19 +227,24 @@ def run_in_workers(
         else:
             futures[pool.submit(_evaluate, item[1], item[2])] = item
 
-    def submit_evaluations(index: int) -> None:
-        for job in unfinished_jobs(study, study.jobs(units[index])):
-            submit(("job", index, job.job_id))
+    def evaluations(index: int) -> list[tuple[Item, Job]]:
+        jobs = unfinished_jobs(study, study.jobs(units[index]))
+        return [(("job", index, job.job_id), evaluation_job(units[index], job)) for job in jobs]
 
     finished_normally = False
     try:
-        for i in todo:
-            if not units[i].done:
-                submit(("run", i))
+        runs = [i for i in todo if not units[i].done]
+        if schedule.shape == "one_card":  # a baseline or reference is made at once: first
+            runs.sort(key=lambda i: isinstance(units[i], RunUnit))
+        queue.ready([(("run", i), pretraining_job(units[i])) for i in runs])
         for i in todo:
             if units[i].done:
-                submit_evaluations(i)
-        while futures:
+                queue.ready(evaluations(i))
+        while queue.waiting or futures:
+            for item in queue.start(list(futures.values())):
+                submit(item)
+            if not futures:  # nothing runs, nothing may start: the rule would wait forever
+                raise RuntimeError(f"the schedule ({schedule.shape}) starts none of the work")
             done, _ = wait(list(futures), timeout=2.0, return_when=FIRST_COMPLETED)
             watcher.update()
             broken = False
@@ -218,7 +267,7 @@ def run_in_workers(
                     outcome = "done" if ok else f"FAILED: {summary['message']}"
                     watcher.say(f"{unit.label} (seed {unit.seed}): {outcome}", always=not ok)
                     if ok:
-                        submit_evaluations(index)
+                        queue.ready(evaluations(index))
                 elif result["status"] == "failed":
                     job = f"{result['task']} seed {result['seed']} at {result['fraction']:g} FAILED"
                     message = f"fine-tune {job} of {result['run_id']}: {result['message']}"
@@ -255,9 +304,7 @@ def run_in_workers(
                         always=True,
                     )
             pool = new_pool()
-            for item in lost:
-                if deaths.get(item, 0) < MAX_DEATHS:
-                    submit(item)
+            queue.requeue([item for item in lost if deaths.get(item, 0) < MAX_DEATHS])
         finished_normally = True
     finally:
         watcher.close()
@@ -265,6 +312,56 @@ def run_in_workers(
             stop_workers(pool)
         pool.shutdown(wait=finished_normally, cancel_futures=True)
         shutil.rmtree(started_notes, ignore_errors=True)
+
+
+class WorkQueue:
+    """The items of a study's work that wait for a worker, as the schedule sees them.
+
+    ``waiting`` holds the items that could start, in the order they became ready, each with
+    its ``Job`` (kind and cost). ``start`` hands out at most one item per idle worker, in the
+    schedule's order (``Schedule.pick``): an item submitted to the executor starts at once, so
+    the executor's first-in-first-out queue never decides anything, and an item the schedule
+    holds back (an evaluation while a pre-training trains, on one card) stays here.
+    """
+
+    def __init__(self, schedule: Schedule, workers: int) -> None:
+        self.schedule, self.workers = schedule, workers
+        self.waiting: list[Item] = []
+        self.jobs: dict[Item, Job] = {}
+
+    def ready(self, items: list[tuple[Item, Job]]) -> None:
+        """Items that can start now (a run, or the evaluations of a run that finished)."""
+        for item, job in items:
+            self.jobs[item] = job
+            self.waiting.append(item)
+
+    def requeue(self, items: list[Item]) -> None:
+        """Items lost in flight (their worker died): first in line again, in their order."""
+        self.waiting[:0] = [item for item in items if item not in self.waiting]
+
+    def start(self, running: list[Item]) -> list[Item]:
+        """The items to submit now, given the items in flight; they leave ``waiting``."""
+        waiting = [self.jobs[item] for item in self.waiting]
+        free = self.workers - len(running)
+        picked = self.schedule.pick(waiting, [self.jobs[item] for item in running], free)
+        chosen = {id(job) for job in picked}
+        by_job = {id(self.jobs[item]): item for item in self.waiting}
+        self.waiting = [item for item in self.waiting if id(self.jobs[item]) not in chosen]
+        return [by_job[id(job)] for job in picked]
+
+
+def pretraining_job(unit: Unit) -> Job:
+    """A unit's pre-training as the schedule sees it: its FLOPs are its cost (a baseline's or
+    a reference's is none: it is made at once)."""
+    return Job(unit.run_id, "pretrain", unit_cost(unit))
+
+
+def evaluation_job(unit: Unit, job: EvaluationJob) -> Job:
+    """An evaluation as the schedule sees it: its task's untimed cost
+    (``Task.relative_cost``), after its unit's pre-training."""
+    cost = get_task(job.task).relative_cost(job.settings)
+    needs = unit.run_id if isinstance(unit, RunUnit) else None
+    return Job(f"{unit.run_id}/{job.job_id}", "evaluate", cost, needs)
 
 
 def read_starts(folder: Path) -> dict[int, Item]:

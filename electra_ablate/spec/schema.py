@@ -252,6 +252,34 @@ class LauncherSpec(Strict):
     )
 
 
+class ScheduleSpec(Strict):
+    """How ``ablate run --workers N`` hands a study's work to its worker processes (the order
+    ``electra_ablate.study.schedule.Schedule`` picks). How work is ordered changes no result:
+    this section is in no run's or job's identity."""
+
+    shape: Literal["auto", "pool", "one_card"] = Field(
+        "auto",
+        description="pool: runs first (most expensive first), then each evaluation as it is "
+        "ready; one_card: one pre-training at a time, evaluations after it, longest first (for "
+        "workers sharing one GPU); auto: one_card with more than one worker on one GPU, else pool",
+    )
+    beside: int = Field(
+        0,
+        ge=0,
+        description="one_card: evaluations that may run beside the pre-training (each slows it)",
+    )
+
+    @model_validator(mode="after")
+    def _beside_needs_one_card(self) -> ScheduleSpec:
+        if self.beside and self.shape == "pool":
+            raise ValueError(
+                f"beside: {self.beside} does nothing with shape: pool (the pool starts "
+                "every evaluation as soon as it is ready); set shape: one_card or auto, or "
+                "leave beside out"
+            )
+        return self
+
+
 class StudySpec(Strict):
     name: str = name_field("names the output folder")
     description: str = Field("", description="free text, kept in study.json")
@@ -279,6 +307,10 @@ class StudySpec(Strict):
         default_factory=list,
         description="experiment trackers that also receive every unit's curves and scores: "
         "any of tensorboard, wandb, mlflow (each its extra), or a registered one; in no id",
+    )
+    schedule: ScheduleSpec = Field(
+        default_factory=ScheduleSpec,
+        description="the order --workers run the work in: pool, or one_card for one shared GPU",
     )
 
     spec_dir: Path = Field(default=Path("."), exclude=True)

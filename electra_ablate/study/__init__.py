@@ -16,6 +16,8 @@
 - ``integrity``: finished work checked before a run builds on it, and repaired;
 - ``tables`` and ``provenance``: the tidy tables and ``study.json``;
 - ``estimate``: the dry-run's plan and time estimate;
+- ``schedule``: the rule a study's workers start their work by (the pool's order, or one card's),
+  which the GPU session's replay follows too;
 - ``survey``: what a study folder holds, read without changing it (``ablate status``);
 - ``data_identity``: which data a folder's results were made with;
 - ``prepare``: a spec's data prepared ahead of a run (``ablate data prepare``);

@@ -37,14 +37,26 @@ def refuse_cuda_graphs_off_cuda(spec: StudySpec, device: torch.device) -> None:
     fail (or silently do something else) mid-run, so a study that trains here is refused before
     any work. Called where training starts (``runner.run_study``, a launched job, the dry run's
     timing), never where a study is only opened: merging, reporting or checking a GPU node's
-    results needs no GPU."""
+    results needs no GPU. The same for a fine-tuning recipe's ``compile: reduce-overhead``,
+    which ``finetune_task`` would refuse only once the study reached its first fine-tune."""
+    if device.type == "cuda":
+        return
     for variant, variant_spec in spec.variant_specs():
-        if variant_spec.pretrain.compile == CUDA_GRAPHS and device.type != "cuda":
-            where = f" (variant {variant})" if variant else ""
-            raise InputError(
-                f"pretrain.compile: {CUDA_GRAPHS}{where} captures CUDA graphs and needs a CUDA "
-                f"device, but this study runs on {device.type}"
+        where = f" (variant {variant})" if variant else ""
+        keys = [("pretrain.compile", variant_spec.pretrain.compile)] + [
+            (f"{key}.recipe.compile", block.recipe.compile)
+            for key, block in (
+                ("finetune", variant_spec.finetune),
+                ("evaluation", variant_spec.evaluation),
             )
+            if block is not None
+        ]
+        for key, value in keys:
+            if value == CUDA_GRAPHS:
+                raise InputError(
+                    f"{key}: {CUDA_GRAPHS}{where} captures CUDA graphs and needs a CUDA "
+                    f"device, but this study runs on {device.type}"
+                )
 
 
 class Study:

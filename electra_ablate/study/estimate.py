@@ -2,8 +2,10 @@
 
 Timing uses the real code: the ``Trainer``'s own ``train_step`` per objective and each task's own
 estimate on a fresh encoder (for a fined-tuned task, a short real fine-tune), then the work is
-packed onto the workers as ``--workers`` runs it (every pre-training run first, longest first,
-then each fine-tune as its own item) to give the study's wall time.
+packed onto the workers as ``--workers`` runs it, in the order of the spec's ``schedule``
+(``makespan``: every pre-training run first, longest first, then each fine-tune as its own item;
+on one shared card, one run at a time, then the fine-tunes longest first) to give the study's
+wall time.
 
 Timing with all threads is fragile: a process busy on one of two cores stalls every multi-thread
 step at its barriers, and three timed steps once varied 23x on one machine within half an hour.
@@ -43,6 +45,7 @@ from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.plan import plan_study
 from electra_ablate.study.reuse import finished_record, near_run, reusable_from
+from electra_ablate.study.schedule import Schedule, resolved_schedule
 from electra_ablate.study.units import RunUnit, Unit, prepared
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
@@ -137,6 +140,9 @@ def estimate_study(
     what is being timed (the command shows it as progress)."""
     say = say or (lambda _: None)
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
+    block = study.spec.schedule
+    visible = torch.cuda.device_count()
+    schedule = resolved_schedule(block.shape, block.beside, str(study.device), visible, workers)
     load_before = machine_load()
     speedup: float | None = None
     with torch_threads(1):
@@ -187,10 +193,15 @@ def estimate_study(
         f"{TIMED_WINDOWS} windows) and scaled by the measured speed-up of {threads} "
         f"thread(s) per process (x{speedup or 1.0:.2f}); each task's estimate (a "
         f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task) likewise; wall time packs "
-        f"the runs (longest first), then the evaluations onto {workers} worker(s)"
+        + (
+            f"the runs one at a time, then the evaluations longest first onto {workers} "
+            f"worker(s) sharing one card ({schedule.beside} beside the runs)"
+            if schedule.shape == "one_card" and workers > 1
+            else f"the runs (longest first), then the evaluations onto {workers} worker(s)"
+        )
     )
     serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
-    walls = {key: makespan(*costs[key], workers) for key in costs}
+    walls = {key: makespan(*costs[key], workers, schedule) for key in costs}
     return StudyEstimate(
         rows, serial, walls["mid"], how, (walls["low"], walls["high"]), load, str(study.device)
     )
@@ -327,10 +338,28 @@ def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
     return seconds * min(share, 1.0)
 
 
-def makespan(pretrain_costs: list[float], finetune_costs: list[float], workers: int) -> float:
-    """Wall time on ``workers`` processes that each take the next item as they free up: the runs
-    longest first, then the fine-tunes."""
-    loads = [0.0] * max(1, workers)
-    for cost in sorted(pretrain_costs, reverse=True) + finetune_costs:
+def makespan(
+    pretrain_costs: list[float],
+    finetune_costs: list[float],
+    workers: int,
+    schedule: Schedule = Schedule(),
+) -> float:
+    """Wall time on ``workers`` processes that each take the next item as they free up, in the
+    order ``schedule`` starts them (``electra_ablate.study.schedule``). The pool: the runs
+    longest first, then the fine-tunes. One card: the runs one after another on one worker,
+    ``beside`` workers taking fine-tunes meanwhile and the others once the last run ends, the
+    longest fine-tunes first. Each item costs its seconds alone (what sharing the device costs
+    is not modelled), and a fine-tune is taken to be ready whenever a worker is free."""
+    workers = max(1, workers)
+    if schedule.shape == "pool" or workers == 1:
+        loads = [0.0] * workers
+        for cost in sorted(pretrain_costs, reverse=True) + finetune_costs:
+            heapq.heapreplace(loads, loads[0] + cost)
+        return max(loads)
+    chain = sum(pretrain_costs)
+    beside = min(schedule.beside, workers - 1) if chain else 0
+    loads = [0.0] * beside + [chain] * (workers - beside)
+    heapq.heapify(loads)
+    for cost in sorted(finetune_costs, reverse=True):
         heapq.heapreplace(loads, loads[0] + cost)
     return max(loads)

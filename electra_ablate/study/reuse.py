@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from electra_ablate.checkpoints.kept_files import kept_problem
+from electra_ablate.checkpoints.kept_files import kept_problem, weights_elsewhere
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 from electra_ablate.study.context import Study
@@ -60,10 +60,13 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
     Copying it (without its resumable states) is a cache hit, not an approximation. Its
     ``done.json`` says where it came from. A source whose kept encoders do not verify (missing,
     or failing their checksums) is never copied: it is named and passed over, and the unit is
-    trained here instead.
+    trained here instead; only a kept folder that no evaluation still to do here reads may hold
+    its ``kept.json`` alone (``reuse_problem``).
     """
     for study_dir, found in identical_finished(study, unit):
-        if (problem := reuse_problem(unit, found)) is not None:
+        elsewhere = any(weights_elsewhere(found.kept(f)) for f in kept_fractions(unit))
+        needed = needed_fractions(study, unit) if elsewhere else None
+        if (problem := reuse_problem(unit, found, needed)) is not None:
             warn(f"not reusing {found.root}: {problem}")
             continue
         with atomic_dir(unit.layout.root) as tmp:
@@ -94,19 +97,43 @@ def reusable_from(study: Study, unit: Unit) -> str | None:
     return next((d.name for d, _ in identical_finished(study, unit)), None)
 
 
-def reuse_problem(unit: Unit, source: RunLayout) -> str | None:
+def reuse_problem(unit: Unit, source: RunLayout, needed: set[float] | None = None) -> str | None:
     """Why a finished unit in another study must not be copied, or None: a record that does not
-    read, or a kept encoder that is missing or fails its checksum."""
+    read, or a kept encoder that is missing or fails its checksum. Where ``needed`` names the
+    fractions that evaluations still to do here read, a kept folder outside it may hold its
+    ``kept.json`` alone, its weights elsewhere (as a pack leaves it, or as a GPU session sends
+    back a cut run with its final encoder alone: ``electra_ablate.scaleout.kept_parts``)."""
     if isinstance(unit, RunUnit):
         _, problem = record_problem(source.done, ("status",))
         if problem is not None:
             return f"{source.done.name} is damaged ({problem})"
-    fractions = [f for f, _ in unit.plan.checkpoints] if isinstance(unit, RunUnit) else [0.0]
-    for fraction in fractions:
+    for fraction in kept_fractions(unit):
+        if (
+            needed is not None
+            and fraction not in needed
+            and weights_elsewhere(source.kept(fraction))
+        ):
+            continue  # nothing here reads it: its fine-tunes are all on record
         if (problem := kept_problem(source.kept(fraction))) is not None:
             what = "missing" if problem == "missing" else f"corrupt ({problem})"
             return f"its kept encoder {source.kept(fraction)} is {what}"
     return None
+
+
+def kept_fractions(unit: Unit) -> list[float]:
+    """The fractions a finished unit keeps encoders at (a baseline's one at 0)."""
+    return [f for f, _ in unit.plan.checkpoints] if isinstance(unit, RunUnit) else [0.0]
+
+
+def needed_fractions(study: Study, unit: Unit) -> set[float]:
+    """The fractions of ``unit`` whose evaluations have no record here and no finished one in a
+    study beside: the kept encoders a copied run must bring."""
+    return {
+        job.fraction
+        for job in study.jobs(unit, ready_only=False)
+        if not study.layout.finetune_record(job.job_id).exists()
+        and finished_record(study, job.job_id) is None
+    }
 
 
 def finished_record(study: Study, job_id: str) -> dict[str, Any] | None:

@@ -60,3 +60,29 @@ def test_it_runs_as_the_gpu_session_runs_it(tmp_path: Path):
     )
     assert done.returncode == 0, done.stderr
     assert "--profile N" in done.stdout
+
+
+def test_the_cuda_graph_mode_pads_to_buckets_and_each_report_names_its_padding(
+    shared_data: Path,
+):
+    """CUDA graphs record one graph per batch shape: the bench's CUDA-graph mode pads to the
+    buckets (``finetune.recipe.padding: buckets``), the eager ``buckets`` mode shows what that
+    padding costs without graphs, and each report says which padding each mode used."""
+    buckets = finetune_throughput.LENGTH_BUCKETS
+    assert finetune_throughput.MODES["cuda_graphs"] == {
+        "compile": "reduce-overhead", "padding": "buckets", "length_buckets": buckets,
+    }  # fmt: skip
+    assert finetune_throughput.MODES["buckets"] == {"padding": "buckets", "length_buckets": buckets}
+    reports: list[dict] = []
+    final = finetune_throughput.measure(
+        shared_data / "glue", ["cola"], cap=64, preset_name="micro",
+        modes=("dynamic", "buckets"), on_mode=reports.append,
+    )  # fmt: skip
+    assert reports[0]["padding"] == {"dynamic": "dynamic"} and "length_buckets" not in reports[0]
+    assert final["padding"] == {"dynamic": "dynamic", "buckets": "buckets"}
+    assert final["length_buckets"] == list(buckets)
+    row = final["tasks"]["cola"]
+    assert row["buckets_examples_per_s"] > 0
+    # micro takes 64 tokens: its buckets are 32 and 64; CoLA's short batches pad to 32
+    assert row["mean_length"] <= row["dynamic_tokens_per_example"]
+    assert row["dynamic_tokens_per_example"] < row["buckets_tokens_per_example"] <= 64

@@ -111,7 +111,7 @@ def test_dynamic_padding_predicts_as_fixed_padding_on_fewer_tokens():
     examples = as_examples(marker_rows(100, seed=0))
     max_len = kept.model.encoder.cfg.max_seq_len
     dynamic = predict(model, examples, batch_size=16, device=torch.device("cpu"))
-    fixed = predict(model, examples, batch_size=16, device=torch.device("cpu"), pad_to=max_len)
+    fixed = predict(model, examples, 16, torch.device("cpu"), pad=lambda longest: max_len)
     np.testing.assert_allclose(dynamic, fixed, atol=1e-5)
 
     def tokens(pad_to):

@@ -3,7 +3,8 @@
 GLUE sentences are short (CoLA averages about 11 tokens), so padding every batch to 128 wastes
 most of the compute. Training batches are bucketed by length: shuffle, sort within chunks of
 ``sort_chunk_batches`` batches, cut into batches, shuffle the batch order; each batch is padded
-only to its own longest example. Evaluation simply runs in length order.
+only to its own longest example (or as the recipe's ``padding`` says: ``loop.padded_length``).
+Evaluation simply runs in length order.
 """
 
 from __future__ import annotations

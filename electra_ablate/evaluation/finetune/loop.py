@@ -26,13 +26,16 @@ from electra_ablate.evaluation.finetune.batching import (
 from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerwise_param_groups
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.infra.errors import InputError, TrainingDiverged
-from electra_ablate.pretraining.engine.compiling import compiled
+from electra_ablate.pretraining.engine.compiling import CUDA_GRAPHS, compiled
 from electra_ablate.pretraining.engine.precision import autocast, grad_scaler
 
 MODEL_INPUTS = ("input_ids", "token_type_ids", "attention_mask")
 
 Progress = Callable[[int, int], None]
 """Called after every optimizer step with (steps done, total steps)."""
+Padding = Callable[[int], int]
+"""The length a batch is padded to, given its longest example's (``padded_length``, bound to a
+recipe and an encoder)."""
 
 
 class TaskInfo(Protocol):
@@ -56,10 +59,21 @@ def supported_max_len(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int:
     return min(recipe.max_len, backbone.max_seq_len)
 
 
-def padded_length(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int | None:
-    """What every batch is padded to: the longest supported example under ``padding: max_len``,
-    ``None`` (each batch to its own longest row) under ``dynamic``."""
-    return supported_max_len(recipe, backbone) if recipe.padding == "max_len" else None
+def padded_length(recipe: FinetuneRecipe, backbone: BackboneConfig, longest: int) -> int:
+    """What a batch whose longest example has ``longest`` tokens is padded to: that length
+    under ``padding: dynamic``; the longest supported example under ``max_len``; under
+    ``buckets`` the smallest of ``length_buckets`` that holds it, a bucket past what the encoder
+    takes cut to that (so a few lengths, each one CUDA graph under ``reduce-overhead``). The one
+    rule every fine-tuning batch, training and evaluation, is padded by."""
+    limit = supported_max_len(recipe, backbone)
+    if recipe.padding == "max_len":
+        return limit
+    if recipe.padding == "buckets":
+        if recipe.length_buckets is None:  # a recipe built without validation (model_copy)
+            raise InputError("finetune.recipe: padding: buckets needs length_buckets")
+        bucket = next((b for b in recipe.length_buckets if b >= longest), limit)
+        return min(bucket, limit)
+    return longest
 
 
 def finetune_task(
@@ -78,28 +92,32 @@ def finetune_task(
     Examples are anything ``as_examples`` accepts, already truncated to ``supported_max_len``.
     The kept model is copied, never changed. The seed fixes the head initialisation, dropout and
     batch order; the caller's global torch RNG state is left as it was. The recipe's precision
-    (``auto``: fp32 on CPU, bf16 autocast on CUDA).
+    (``auto``: fp32 on CPU, bf16 autocast on CUDA). ``compile: reduce-overhead`` off CUDA is
+    refused: torch would quietly compile without CUDA graphs.
     """
     start = time.perf_counter()
     device = torch.device(device)
+    if recipe.compile == CUDA_GRAPHS and device.type != "cuda":
+        raise InputError(
+            f"finetune.recipe.compile: {CUDA_GRAPHS} replays CUDA graphs and needs a CUDA "
+            f"device, but this fine-tune runs on {device.type}"
+        )
     train = as_examples(train_examples).capped(recipe.cap_for(task.name))
     evaluation = as_examples(eval_examples)
     max_len = supported_max_len(recipe, kept.model.encoder.cfg)
     _check_split(task.name, "train", train, max_len)
     _check_split(task.name, "eval", evaluation, max_len)
-    pad_to = padded_length(recipe, kept.model.encoder.cfg)
+    pad: Padding = functools.partial(padded_length, recipe, kept.model.encoder.cfg)
 
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
-        fit = functools.partial(_trained, kept, train, task, recipe, seed, device, pad_to, progress)
+        fit = functools.partial(_trained, kept, train, task, recipe, seed, device, pad, progress)
         try:
             model = fit(recipe.compile)
         except _CompilerFailed as e:  # the same fine-tune, eager, from its seed
             warnings.warn(f"torch.compile failed ({e}); this fine-tune runs eager", stacklevel=2)
             model = fit(False)
         train_seconds = time.perf_counter() - start
-        outputs = predict(
-            model, evaluation, recipe.eval_batch_size, device, pad_to, recipe.precision
-        )
+        outputs = predict(model, evaluation, recipe.eval_batch_size, device, pad, recipe.precision)
 
     if not np.isfinite(outputs).all():
         raise TrainingDiverged(f"fine-tuning {task.name} (seed {seed}) gave non-finite outputs")
@@ -125,17 +143,18 @@ def _trained(
     recipe: FinetuneRecipe,
     seed: int,
     device: torch.device,
-    pad_to: int | None,
+    pad: Padding,
     progress: Progress | None,
     compile_option: bool | str,
 ) -> GlueClassifier:
     """The classifier built from the seed and fine-tuned; with ``compile``, through
-    ``torch.compile`` (dynamic shapes: one compilation for every batch length)."""
+    ``torch.compile`` (dynamic shapes: one compilation for every batch length; under
+    ``reduce-overhead`` one CUDA graph recorded per batch shape, hence ``padding: buckets``)."""
     torch.manual_seed(seed)
     model = new_classifier(kept, task, recipe, device)
     forward = compiled(model, compile_option, dynamic=True) if compile_option else model
     rng = np.random.default_rng(seed)
-    _train(model, forward, train, task, recipe, rng, device, pad_to, progress)
+    _train(model, forward, train, task, recipe, rng, device, pad, progress)
     return model
 
 
@@ -147,7 +166,7 @@ def _train(
     recipe: FinetuneRecipe,
     rng: np.random.Generator,
     device: torch.device,
-    pad_to: int | None,
+    pad: Padding,
     progress: Progress | None,
 ) -> None:
     epochs = recipe.epochs_for(task.name)
@@ -162,7 +181,7 @@ def _train(
     step = 0
     for _ in range(epochs):
         for indices in train_batches(lengths, recipe.batch_size, recipe.sort_chunk_batches, rng):
-            batch = collate(train, indices, pad_to)
+            batch = collate(train, indices, pad(int(lengths[indices].max())))
             if forward is not model:
                 batch = masked(batch)
             try:
@@ -247,13 +266,16 @@ def predict(
     examples: Examples,
     batch_size: int,
     device: torch.device,
-    pad_to: int | None = None,
+    pad: Padding | None = None,
     precision: Precision = "auto",
 ) -> np.ndarray:
-    """Raw outputs [N, num_outputs] in the examples' order, computed in length order."""
+    """Raw outputs [N, num_outputs] in the examples' order, computed in length order; each batch
+    padded to ``pad`` of its longest example (``None``: to that example)."""
     model.eval()
     outputs = np.empty((len(examples), model.head.out_features), dtype=np.float32)
-    for indices in eval_batches(examples.lengths, batch_size):
+    lengths = examples.lengths
+    for indices in eval_batches(lengths, batch_size):
+        pad_to = pad(int(lengths[indices].max())) if pad is not None else None
         logits = _logits(model, collate(examples, indices, pad_to), device, precision)
         outputs[indices] = logits.cpu().numpy()
     return outputs

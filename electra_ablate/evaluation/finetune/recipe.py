@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from electra_ablate.backbone.config import Precision
 
@@ -15,7 +15,10 @@ class FinetuneRecipe(BaseModel):
     ``train_caps`` limits a task's training set (a fixed random subset, the same for every seed
     and every checkpoint) so that CPU studies finish; a report must show the caps it ran under.
     ``padding="max_len"`` pads every batch to ``max_len``; it exists to measure what dynamic
-    padding buys, not to be used.
+    padding buys, not to be used. ``padding="buckets"`` pads every batch to the smallest of
+    ``length_buckets`` that holds its longest example, so that a step replayed as CUDA graphs
+    (``compile="reduce-overhead"``) records one graph per bucket rather than one per distinct
+    batch length; it is not the default until a GPU stretch has timed it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -38,8 +41,18 @@ class FinetuneRecipe(BaseModel):
     train_caps: dict[str, PositiveInt] = Field(
         default_factory=dict, description="max training examples per task (finetune.caps adds)"
     )
-    padding: Literal["dynamic", "max_len"] = Field(
-        "dynamic", description="pad each batch to its longest example, or always to max_len"
+    padding: Literal["dynamic", "max_len", "buckets"] = Field(
+        "dynamic",
+        description="pad each batch to its longest example, always to max_len, or to the "
+        "smallest of length_buckets that holds its longest example (a few fixed lengths, so "
+        "that compile: reduce-overhead records one CUDA graph per bucket; not yet timed on a "
+        "GPU, so not the default). Part of a job's identity: padding moves dropout's draws",
+    )
+    length_buckets: list[PositiveInt] | None = Field(
+        None,
+        min_length=1,
+        description="padding: buckets only, and needed there: the padded lengths, increasing, "
+        "the largest equal to max_len (e.g. [32, 64, 128]); in a job's identity only then",
     )
     sort_chunk_batches: int = Field(
         100, gt=0, description="training batches per shuffled chunk sorted by length"
@@ -55,10 +68,45 @@ class FinetuneRecipe(BaseModel):
         False,
         description="torch.compile the classifier's training step, once per process for every "
         "batch length (dynamic shapes), with eager-mode random numbers: true changes rounding "
-        "only; reduce-overhead also replays the step as CUDA graphs (CUDA only, not yet "
-        "measured). A compiler that fails leaves the fine-tune eager. Not part of a job's "
-        "identity",
+        "only; reduce-overhead also replays the step as CUDA graphs (CUDA only, refused "
+        "elsewhere; one graph per distinct batch shape, so use it with padding: buckets; not "
+        "yet timed, so not the default). A compiler that fails leaves the fine-tune eager. Not "
+        "part of a job's identity",
     )
+
+    @field_validator("length_buckets")
+    @classmethod
+    def _increasing(cls, buckets: list[int] | None) -> list[int] | None:
+        if buckets is not None and buckets != sorted(set(buckets)):
+            raise ValueError(
+                f"{buckets}: the lengths must increase (sorted, each once), "
+                f"e.g. {sorted(set(buckets))}"
+            )
+        return buckets
+
+    @model_validator(mode="after")
+    def _buckets_with_bucket_padding(self) -> FinetuneRecipe:
+        """Buckets are read under ``padding: buckets`` only, and every example must fit one:
+        a bucket list left beside another padding would quietly do nothing."""
+        if self.padding != "buckets":
+            if self.length_buckets is not None:
+                raise ValueError(
+                    f"length_buckets is read only under padding: buckets (padding is "
+                    f"{self.padding}): set padding: buckets or drop length_buckets"
+                )
+            return self
+        if self.length_buckets is None:
+            raise ValueError(
+                f"padding: buckets needs length_buckets, increasing lengths whose largest is "
+                f"max_len (e.g. [{self.max_len // 4}, {self.max_len // 2}, {self.max_len}])"
+            )
+        if self.length_buckets[-1] != self.max_len:
+            raise ValueError(
+                f"length_buckets {self.length_buckets}: the largest must equal max_len "
+                f"({self.max_len}), so that every example has a bucket and none is padded "
+                "past it"
+            )
+        return self
 
     def epochs_for(self, task: str) -> int:
         return self.task_epochs.get(task, self.epochs)

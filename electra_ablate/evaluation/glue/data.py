@@ -17,6 +17,7 @@ examples unpadded: fine-tuning pads each batch only to its longest example.
 from __future__ import annotations
 
 import csv
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -32,7 +33,7 @@ from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.evaluation.finetuned import FinetunedTask
 from electra_ablate.evaluation.metrics import accuracy, f1, matthews, pearson, spearman
 from electra_ablate.evaluation.task import TaskSettings
-from electra_ablate.infra.errors import DataError, did_you_mean
+from electra_ablate.infra.errors import DataError, InputError, did_you_mean
 
 FAMILY = "glue"
 
@@ -80,6 +81,15 @@ class GlueTask(FinetunedTask):
         source = settings.source(FAMILY, self.name)
         splits = load_glue_task(source, self.name, spec_dir=settings.spec_dir)
         return encode_glue(self.name, splits, tokenizer_dir, max_len=max_len)
+
+    def example_counts(self, settings: TaskSettings) -> tuple[int, int] | None:
+        """Rows of the train and validation splits (``glue_example_counts``); None where the
+        data cannot be read (a study checks it before this is asked)."""
+        try:
+            source = settings.source(FAMILY, self.name)
+            return glue_example_counts(source, self.name, settings.spec_dir)
+        except (DataError, InputError, OSError, pa.ArrowException):
+            return None
 
 
 _ENTAILMENT = ("entailment", "not_entailment")
@@ -168,6 +178,47 @@ def glue_task(name: str) -> GlueTask:
 
 
 HUB_DATASET = "nyu-mll/glue"
+
+
+HUB_ROWS: dict[str, tuple[int, int]] = {
+    "cola": (8551, 1043),
+    "sst2": (67349, 872),
+    "mrpc": (3668, 408),
+    "stsb": (5749, 1500),
+    "qqp": (363846, 40430),
+    "mnli": (392702, 9815),
+    "qnli": (104743, 5463),
+    "rte": (2490, 277),
+    "wnli": (635, 71),
+}
+"""Rows of each task's train and validation split on the hub (``HUB_DATASET``; MNLI's
+validation is its matched set), for ``glue_example_counts`` when a study reads the hub, whose
+files are not looked at before fine-tuning."""
+
+
+@functools.cache
+def glue_example_counts(source: str, task: str, spec_dir: Path | None = None) -> tuple[int, int]:
+    """Rows of ``task``'s train and validation splits without reading them: a parquet file's
+    footer, a tsv file's non-empty lines (less its header), the hub's published sizes
+    (``HUB_ROWS``). Cached per process: a study's schedule asks it of every job."""
+    spec = glue_task(task)
+    layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
+    if layout == "hub":
+        return HUB_ROWS[spec.name]
+    if layout == "parquet":
+        counts = []
+        for name in ("train", spec.validation_split):
+            files = [*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")]
+            counts.append(sum(pq.ParquetFile(f).metadata.num_rows for f in files))
+        return counts[0], counts[1]
+    header = 1 if spec.tsv_header else 0
+    return _lines(folder / "train.tsv") - header, _lines(folder / spec.tsv_dev_file) - header
+
+
+def _lines(path: Path) -> int:
+    """Non-empty lines of a text file (a GLUE tsv row is one line: it is read unquoted)."""
+    with path.open("rb") as f:
+        return sum(1 for line in f if line.strip())
 
 
 def load_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> dict[str, pa.Table]:

@@ -40,7 +40,14 @@ from electra_ablate.evaluation.probes.frozen_features import (
     weights_digest,
 )
 from electra_ablate.evaluation.probes.linear_probe import logistic_probe, ridge_probe
-from electra_ablate.evaluation.task import Progress, Task, TaskFamily, TaskSettings
+from electra_ablate.evaluation.task import (
+    PROBE_EXAMPLE_COST,
+    Progress,
+    Task,
+    TaskFamily,
+    TaskSettings,
+    capped,
+)
 
 if TYPE_CHECKING:
     from electra_ablate.checkpoints.kept import LoadedKept
@@ -123,6 +130,15 @@ class GlueProbe(Task):
             "eval_examples": len(dev_y),
             "wall_seconds": time.perf_counter() - start,
         }
+
+    def relative_cost(self, settings: TaskSettings) -> float:
+        """Its training and dev examples, after the caps ``features`` applies, at
+        ``PROBE_EXAMPLE_COST`` each (``Task.relative_cost``)."""
+        counts = self.glue.example_counts(settings)
+        if counts is None:
+            return super().relative_cost(settings)
+        train = capped(counts[0], settings.recipe.cap_for(self.name))
+        return PROBE_EXAMPLE_COST * (train + capped(counts[1], settings.eval_cap))
 
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """Features and a probe fit on ``TIMED_EXAMPLES`` training examples, scaled to the full

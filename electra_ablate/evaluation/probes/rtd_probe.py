@@ -67,7 +67,14 @@ from electra_ablate.evaluation.probes.reference_detectors import (
     TokenIdentityDetector,
     bigram_detector_scores,
 )
-from electra_ablate.evaluation.task import Needs, Progress, Task, TaskFamily, TaskSettings
+from electra_ablate.evaluation.task import (
+    PROBE_EXAMPLE_COST,
+    Needs,
+    Progress,
+    Task,
+    TaskFamily,
+    TaskSettings,
+)
 from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.components.losses import roc_auc
 
@@ -242,6 +249,11 @@ class RtdTask(Task):
     def identity(self, settings: TaskSettings) -> dict[str, Any]:
         params = RtdParams.model_validate(settings.params).model_dump()
         return {"params": params, "max_seq_len": settings.max_seq_len}
+
+    def relative_cost(self, settings: TaskSettings) -> float:
+        """The held-out sequences it reads (``max_sequences``) at ``PROBE_EXAMPLE_COST`` each,
+        a sequence counted as an example (``Task.relative_cost``)."""
+        return PROBE_EXAMPLE_COST * RtdParams.model_validate(settings.params).max_sequences
 
     def _text(self, settings: TaskSettings, max_seq_len: int | None) -> tuple[ProbeText, RtdParams]:
         params = RtdParams.model_validate(settings.params)

@@ -13,14 +13,22 @@ ELECTRA-Small at batch 128 ran 80.0 steps/s against 21.3 compiled and 15.4 eager
 81% of the step instead of 22%, and a whole study ran under it. So ``auto`` picks it on CUDA in a
 single process; under DDP (several processes) ``auto`` compiles without CUDA graphs, as
 replaying graphs around DDP's gradient hooks has not been measured.
+
+Everything this project compiles goes through ``compiled``, which first points torch's compile
+caches at the folder ``ABLATE_COMPILE_CACHE`` names, once per process
+(``electra_ablate.infra.compile_cache``): a process that never compiles (``ablate pack``, a
+collect, a CPU study) neither imports what the cache's check needs nor writes a line about it.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Literal
 
 import torch
+
+from electra_ablate.infra.compile_cache import Activation, activate_from_env
 
 CompileOption = bool | Literal["auto", "reduce-overhead"]
 CUDA_GRAPHS = "reduce-overhead"
@@ -56,5 +64,13 @@ def compiled(
     dynamic padding), which then compile once, not once per length."""
     import torch._inductor.config as inductor_config
 
+    use_compile_cache()
     inductor_config.fallback_random = True
     return torch.compile(module, dynamic=dynamic, mode=CUDA_GRAPHS if mode == CUDA_GRAPHS else None)
+
+
+@functools.cache
+def use_compile_cache() -> Activation | None:
+    """This process's compile cache, settled at its first compile and never again: the folder
+    ``ABLATE_COMPILE_CACHE`` names, or None where it names none."""
+    return activate_from_env()

@@ -9,6 +9,11 @@ uninterrupted one.
 
 A loss that stays finite but runs away (too high a learning rate) does not stop a run, but it is
 flagged: the run's summary says ``diverged`` with the step and value, and the study warns.
+
+Where ``ABLATE_DEVICE_GATE`` names a gate (``electra_ablate.infra.device_gate``: processes that
+share one card), the first step (compiling) runs without it and the rest of the loop holds it,
+so another run may compile while this one trains; the summary then says when training under the
+gate began and ended and how long it waited (``gated``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from typing import Any, Protocol
 import torch
 
 from electra_ablate.checkpoints.kept import save_kept
+from electra_ablate.infra.device_gate import DeviceGate, gate_from_env
 from electra_ablate.infra.errors import DataError, TrainingDiverged
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import ProgressLine, ProgressMode, progress_mode
@@ -179,33 +185,52 @@ class Trainer:
 
     def _train(self, end: int) -> dict[str, Any]:
         """``train``'s loop, to step ``end``."""
+        started_at = time.time()
         self.start_or_resume()
         checkpoints = self.plan.checkpoint_steps()
         started, tokens, last_log = time.perf_counter(), 0, time.perf_counter()
+        first_step_s = None
         title = f"pre-train {self.run.meta.get('label', '')}".rstrip()
         mode = self.progress if self.dist.is_main else "off"
-        with ProgressLine(title, self.plan.total_steps, self.step, mode) as bar:
-            while self.step < end:
-                stage = self.plan.stage_of(self.step)
-                if stage != self.stage and self.means.count:
-                    # a row never averages two stages: their losses and metrics differ
-                    self.log_train(bar, tokens, last_log)
-                    tokens, last_log = 0, time.perf_counter()
-                self.enter_stage(stage)
-                tokens += self.advance()
-                if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
-                    self.log_train(bar, tokens, last_log)
-                    tokens, last_log = 0, time.perf_counter()
-                if self.step in checkpoints:
-                    self.checkpoint(checkpoints[self.step])
-                elif self.spec.resume_every and self.step % self.spec.resume_every == 0:
-                    self.save_state()
-        self.check_finite()  # a rebuild (stop_at) may end between two logged rows
+        # ranks of one run each own a device and must train together: no gate between them
+        gate = gate_from_env() if self.dist.world_size == 1 else None
+        try:
+            with ProgressLine(title, self.plan.total_steps, self.step, mode) as bar:
+                while self.step < end:
+                    stage = self.plan.stage_of(self.step)
+                    if stage != self.stage and self.means.count:
+                        # a row never averages two stages: their losses and metrics differ
+                        self.log_train(bar, tokens, last_log)
+                        tokens, last_log = 0, time.perf_counter()
+                    self.enter_stage(stage)
+                    if first_step_s is None:  # this process's first: it compiles, if anything
+                        begun = time.perf_counter()
+                        tokens += self.advance()
+                        self.wait_for_device()
+                        first_step_s = time.perf_counter() - begun
+                        if gate is not None:  # compiled without it; trains from here with it
+                            gate.take()
+                    else:
+                        tokens += self.advance()
+                    if self.step % self.spec.log_every == 0 or self.step == self.plan.total_steps:
+                        self.log_train(bar, tokens, last_log)
+                        tokens, last_log = 0, time.perf_counter()
+                    if self.step in checkpoints:
+                        self.checkpoint(checkpoints[self.step])
+                    elif self.spec.resume_every and self.step % self.spec.resume_every == 0:
+                        self.save_state()
+            self.check_finite()  # a rebuild (stop_at) may end between two logged rows
+        finally:
+            if gate is not None:
+                gate.release()
         self.log.close()
         flops = self.plan.flops_at(self.step)
         return {
             "steps": self.step,
             "wall_s": time.perf_counter() - started,
+            "started_at": started_at,  # epoch seconds: when this process began training it
+            "first_step_s": first_step_s,  # its first step's seconds, compiling included
+            **gated(gate),
             **{f"flops_{c}": v for c, v in flops.items()},
             "diverged": self.diverged or False,
             "threads": torch.get_num_threads(),  # a rebuild re-trains with the same count
@@ -214,6 +239,12 @@ class Trainer:
             "compile_mode": self.compile_mode if not self.compile_error else False,
             **({"compile_error": self.compile_error} if self.compile_error else {}),
         }
+
+    def wait_for_device(self) -> None:
+        """Wait until the device has run every step queued (a CPU runs them as they come), so
+        that a step's seconds are the step's, not its launch's."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def rank_seed(self) -> int:
         """This rank's seed: each rank draws its own masks and samples."""
@@ -462,6 +493,21 @@ class Trainer:
             self.scaler.load_state_dict(counters["grad_scaler"])
         if self.dist.is_main:
             self.log.truncate(self.step)
+
+
+def gated(gate: DeviceGate | None) -> dict[str, float]:
+    """What ``done.json`` says of the device gate (``electra_ablate.infra.device_gate``): the
+    seconds the run waited for it after its first step (``gate_wait_s``) and when it took it
+    (``trained_from``, epoch seconds) and let it go (``trained_until``): its training on the
+    device, told apart from its compiling and its waiting. Nothing where no gate was taken (no
+    ``ABLATE_DEVICE_GATE``, or no step left to train)."""
+    if gate is None or gate.taken_at is None:
+        return {}
+    return {
+        "gate_wait_s": gate.waited_s,
+        "trained_from": gate.taken_at,
+        "trained_until": gate.released_at,
+    }
 
 
 def vocab_sha256(tokenizer_dir: Path) -> str | None:
