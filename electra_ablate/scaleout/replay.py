@@ -47,6 +47,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -926,15 +927,9 @@ def starting_point(observed: Sequence[Observed]) -> dict[str, float]:
                 else:
                     rates.setdefault(str(item.task), []).append(item.examples / seconds)
     for task, seen in rates.items():
-        values[f"finetune_per_s/{task}"] = 1.5 * median(seen)
-    values["probe_s"] = median(probes) if probes else 2.0
+        values[f"finetune_per_s/{task}"] = 1.5 * statistics.median(seen)
+    values["probe_s"] = statistics.median(probes) if probes else 2.0
     return values
-
-
-def median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
 
 
 def step_time(progress: Sequence[tuple[float, float]], share: float) -> float:

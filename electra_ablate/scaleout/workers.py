@@ -52,7 +52,7 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.execute import all_evaluated, evaluate, run_unit
 from electra_ablate.study.plan import plan_study
 from electra_ablate.study.records import warnings_to
-from electra_ablate.study.schedule import Job, Schedule, resolved_schedule
+from electra_ablate.study.schedule import Job, Schedule
 from electra_ablate.study.units import RunUnit, Unit
 
 Log = Callable[[str], None]
@@ -159,14 +159,6 @@ def _evaluate(index: int, job_id: str) -> dict[str, Any]:
         return evaluate(study, units[index], job)
 
 
-def study_schedule(study: Study, workers: int) -> Schedule:
-    """The order ``workers`` processes take the study's work in: the spec's ``schedule``, its
-    ``auto`` resolved for this study's device and the GPUs visible here."""
-    block = study.spec.schedule
-    visible = torch.cuda.device_count()
-    return resolved_schedule(block.shape, block.beside, str(study.device), visible, workers)
-
-
 def run_in_workers(
     study: Study, units: list[Unit], workers: int, progress: ProgressMode, log: Log = print
 ) -> None:
@@ -182,7 +174,7 @@ def run_in_workers(
     todo.sort(key=lambda i: -unit_cost(units[i]))
     if not todo:
         return
-    schedule = study_schedule(study, workers)
+    schedule = study.schedule(workers)
     unused = study.spec.schedule.beside if schedule.shape == "pool" else 0
     log(
         f"{len(todo)} units of work on {workers} workers x {threads} threads; "
@@ -344,6 +336,7 @@ class WorkQueue:
         waiting = [self.jobs[item] for item in self.waiting]
         free = self.workers - len(running)
         picked = self.schedule.pick(waiting, [self.jobs[item] for item in running], free)
+        # by identity: two variants' baselines on one backbone and data share their keys
         chosen = {id(job) for job in picked}
         by_job = {id(self.jobs[item]): item for item in self.waiting}
         self.waiting = [item for item in self.waiting if id(self.jobs[item]) not in chosen]

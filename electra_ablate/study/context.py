@@ -21,6 +21,7 @@ from electra_ablate.pretraining.engine.distributed import Distributed
 from electra_ablate.pretraining.objective import Objective
 from electra_ablate.pretraining.registry import build_objective, init_output_biases
 from electra_ablate.spec import StudySpec, task_settings
+from electra_ablate.study.schedule import Schedule, resolved_schedule
 from electra_ablate.study.units import ReferenceUnit, RunUnit, Unit, prepared
 
 
@@ -79,6 +80,14 @@ class Study:
         requested = resolve_device(device or spec.device)
         self.dist = Distributed.from_env(requested)
         self.device = self.dist.device(requested)
+
+    def schedule(self, workers: int) -> Schedule:
+        """The order ``workers`` processes take this study's work in: the spec's ``schedule``,
+        its ``auto`` resolved for this study's device and the GPUs visible here. One reading
+        for the worker pool and the dry run's wall time alike."""
+        block = self.spec.schedule
+        visible = torch.cuda.device_count()
+        return resolved_schedule(block.shape, block.beside, str(self.device), visible, workers)
 
     def jobs(self, unit: Unit, ready_only: bool = True) -> list[EvaluationJob]:
         """The unit's evaluations: per evaluation block, checkpoint, task and seed (a task with

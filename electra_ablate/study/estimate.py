@@ -45,7 +45,7 @@ from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.plan import plan_study
 from electra_ablate.study.reuse import finished_record, near_run, reusable_from
-from electra_ablate.study.schedule import Schedule, resolved_schedule
+from electra_ablate.study.schedule import Schedule
 from electra_ablate.study.units import RunUnit, Unit, prepared
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
@@ -140,9 +140,7 @@ def estimate_study(
     what is being timed (the command shows it as progress)."""
     say = say or (lambda _: None)
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
-    block = study.spec.schedule
-    visible = torch.cuda.device_count()
-    schedule = resolved_schedule(block.shape, block.beside, str(study.device), visible, workers)
+    schedule = study.schedule(workers)
     load_before = machine_load()
     speedup: float | None = None
     with torch_threads(1):

@@ -206,11 +206,11 @@ def glue_example_counts(source: str, task: str, spec_dir: Path | None = None) ->
     if layout == "hub":
         return HUB_ROWS[spec.name]
     if layout == "parquet":
-        counts = []
-        for name in ("train", spec.validation_split):
-            files = [*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")]
-            counts.append(sum(pq.ParquetFile(f).metadata.num_rows for f in files))
-        return counts[0], counts[1]
+        train, validation = (
+            sum(pq.ParquetFile(f).metadata.num_rows for f in split_files(folder, name))
+            for name in ("train", spec.validation_split)
+        )
+        return train, validation
     header = 1 if spec.tsv_header else 0
     return _lines(folder / "train.tsv") - header, _lines(folder / spec.tsv_dev_file) - header
 
@@ -308,7 +308,7 @@ def check_glue_task(source: str, task: str, *, spec_dir: Path | None = None) -> 
     layout, folder = locate_glue_task(source, task, spec_dir=spec_dir)
     if layout == "parquet":
         for name in ("train", spec.validation_split):
-            if not [*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")]:
+            if not split_files(folder, name):
                 raise DataError(f"GLUE task {task!r}: no {name} split in {folder}")
     elif layout == "tsv":
         for name in ("train.tsv", spec.tsv_dev_file):
@@ -332,11 +332,17 @@ def _from_hub(spec: GlueTask) -> dict[str, pa.Table]:
     }
 
 
+def split_files(folder: Path, name: str) -> list[Path]:
+    """A split's parquet files in a task's folder, in order: ``<split>.parquet`` as in the
+    shared data, or its shards ``<split>-00000-of-00001.parquet``; none where it is missing."""
+    return sorted([*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")])
+
+
 def _from_parquet(spec: GlueTask, folder: Path) -> dict[str, pa.Table]:
-    """``<split>.parquet`` as in the shared data, or ``<split>-00000-of-00001.parquet``."""
+    """Each split from its files (``split_files``)."""
     splits = {}
     for split, name in (("train", "train"), ("validation", spec.validation_split)):
-        files = sorted([*folder.glob(f"{name}.parquet"), *folder.glob(f"{name}-*.parquet")])
+        files = split_files(folder, name)
         if not files:
             found = ", ".join(sorted(p.name for p in folder.glob("*.parquet"))) or "none"
             raise DataError(
