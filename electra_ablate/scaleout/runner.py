@@ -213,6 +213,8 @@ def run_locked(
     parallel = workers > 1 and study.dist.world_size == 1 and len(units) > 1
     if parallel:
         run_in_workers(study, units, workers, mode, log)
+    elif study.dist.is_main:
+        say_schedule_unused(study, log)
     ranks = study.dist.world_size > 1
 
     summaries, records = [], []
@@ -255,6 +257,19 @@ def run_locked(
             + ("" if not failed else "; some work FAILED (see runs.parquet)")
         )
     return raise_failed(study, failed)
+
+
+def say_schedule_unused(study: Study, log: Callable[[str], None]) -> None:
+    """One line where the spec sets a ``schedule`` that one process cannot follow: it orders
+    work between worker processes, and alone (one worker, or ``torchrun``'s ranks together)
+    each run is trained and then evaluated in turn."""
+    block = study.spec.schedule
+    if block.shape == "one_card" or block.beside:
+        log(
+            f"note: schedule (shape: {block.shape}, beside: {block.beside}) orders the work "
+            "of several worker processes; this run has one, which trains each run and then "
+            "evaluates it in turn (--workers N to share the work out)"
+        )
 
 
 def say_dropped(study: Study, tasks: list[str], log: Callable[[str], None]) -> None:

@@ -4,12 +4,15 @@ longest first. Pure functions of what waits and what runs: no process is started
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import yaml
 from ablate_cli import SMOKE
 
 from electra_ablate.infra.errors import SpecError
 from electra_ablate.scaleout.packs import spec_fingerprint
+from electra_ablate.scaleout.runner import say_schedule_unused
 from electra_ablate.spec import parse_spec
 from electra_ablate.study.estimate import makespan
 from electra_ablate.study.schedule import (
@@ -154,6 +157,22 @@ def test_the_schedule_is_no_part_of_which_study_it_is():
     before = {**records[0], "spec": dict(records[0]["spec"])}
     before["spec"].pop("schedule")  # a study recorded before the block existed
     assert spec_fingerprint(records[0]) == spec_fingerprint(records[1]) == spec_fingerprint(before)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "noted"),
+    [(None, False), ({"shape": "pool"}, False), ({"shape": "one_card"}, True),
+     ({"beside": 2}, True)],
+)  # fmt: skip
+def test_a_schedule_one_process_cannot_follow_is_said_not_silently_dropped(schedule, noted):
+    """``ablate run`` without workers (or under torchrun) trains and evaluates each run in
+    turn: a schedule the spec sets explicitly would do nothing there, so one line says so."""
+    said: list[str] = []
+    study = SimpleNamespace(spec=parse_spec(smoke_with(schedule)))
+    say_schedule_unused(study, said.append)
+    assert len(said) == int(noted)
+    if noted:
+        assert said[0].startswith("note: schedule (shape: ") and "--workers N" in said[0]
 
 
 def test_the_dry_runs_wall_time_follows_the_schedule():
