@@ -21,8 +21,9 @@ then fails to import), the names here stay. Every name is imported eagerly. What
 - the contracts as checks: ``check_objective`` and ``check_task`` (what ``ablate check`` runs),
   the rules they run (``RULES``, ``TASK_RULES``) and the ``ContractError`` a broken one raises;
 - the tracker contract, for a package that adds an experiment tracker through the
-  ``electra_ablate.trackers`` entry-point group: ``Tracker``, ``TrackerRun`` and the
-  ``TrackedUnit`` a tracker opens a run for;
+  ``electra_ablate.trackers`` entry-point group: ``Tracker``, ``TrackerRun``, the
+  ``TrackedUnit`` a tracker opens a run for and the ``TrackerProblem`` it raises to say, in one
+  line, why it cannot write (its rows stay unsent and a later run catches them up);
 - the errors a plugin raises so that the CLI prints one ``error:`` line with the right exit
   code: ``InputError`` and ``DataError`` (the user's to fix: exit 2), ``AblateError`` (a
   failure while running: exit 1).
@@ -55,7 +56,7 @@ from electra_ablate.evaluation.task import (
     get_task,
 )
 from electra_ablate.infra.errors import AblateError, DataError, InputError
-from electra_ablate.infra.tracking.protocol import TrackedUnit, Tracker, TrackerRun
+from electra_ablate.infra.tracking.protocol import TrackedUnit, Tracker, TrackerProblem, TrackerRun
 from electra_ablate.pretraining.components import (
     Corruption,
     Detection,
@@ -145,6 +146,7 @@ __all__ = [
     "TaskSettings",
     "TrackedUnit",
     "Tracker",
+    "TrackerProblem",
     "TrackerRun",
     "UnigramGenerator",
     "Vocab",

@@ -87,7 +87,8 @@ def built_once(folder: Path) -> Iterator[bool]:
 def smoke_env(shared_data_dir, session_dir) -> dict[str, str]:
     """The environment of the session's smoke-data tests: the real data and one data cache, in
     which the smoke spec's tokenizer and packed corpus are built once, before any test uses it
-    (two processes building one cache at once could each train their own tokenizer)."""
+    (a cache entry's build holds a lock, so tests started together would otherwise queue
+    behind one another's builds, each paying for its own process)."""
     if ABLATE is None:
         pytest.skip("the ablate console script is not installed")
     cache = session_dir / "smoke-cache"

@@ -10,14 +10,16 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from electra_ablate.infra.spec_model import SpecModel
 
 Precision = Literal["auto", "bf16", "fp16", "fp32"]
 """Autocast of a training step's matrix products (``engine.precision``): auto is bf16 on CUDA
 and fp32 on the CPU."""
 
 
-class BackboneConfig(BaseModel):
+class BackboneConfig(SpecModel):
     """Shape of one post-LN BERT/ELECTRA encoder with factorised embeddings."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -25,6 +25,7 @@ from safetensors.torch import save_file
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.tokens import SPECIAL_TOKENS
 from electra_ablate.checkpoints.kept import TOKENIZER_FILES, KeptModel, load_kept
+from electra_ablate.data.tokenizer import tokenizer_files_disagree
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
 
@@ -165,9 +166,19 @@ def export_hf(kept_dir: Path, out_dir: Path) -> Path:
     """
     kept_dir, out_dir = Path(kept_dir), Path(out_dir)
     loaded = load_kept(kept_dir)
+    cfg = loaded.model.encoder.cfg  # what it is first: a pre-LN encoder has no HF form
+    if cfg.layer_norm != "post":
+        raise InputError(
+            f"cannot export {kept_dir}: it is a pre-LN encoder, and Hugging Face ELECTRA is "
+            "post-LN only (export needs backbone layer_norm: post)"
+        )
     for name in TOKENIZER_FILES:
         if not (loaded.tokenizer_dir / name).exists():
             raise InputError(f"cannot export {kept_dir}: tokenizer file {name} is missing")
+    # Hugging Face reads either file (a slow tokenizer vocab.txt, a fast one tokenizer.json):
+    # exported files that disagree would tokenize differently depending on which one it takes.
+    if (problem := tokenizer_files_disagree(loaded.tokenizer_dir)) is not None:
+        raise InputError(f"cannot export {kept_dir}: {problem} (damaged?)")
     if out_dir.exists() and not out_dir.is_dir():
         raise InputError(f"cannot export to {out_dir}: it is a file, not a folder")
     if out_dir.exists():
@@ -177,12 +188,6 @@ def export_hf(kept_dir: Path, out_dir: Path) -> Path:
                 f"refusing to replace {out_dir}: it holds files an export does not write "
                 f"({', '.join(foreign[:3])}); choose an empty or new --out"
             )
-    cfg = loaded.model.encoder.cfg
-    if cfg.layer_norm != "post":
-        raise InputError(
-            f"cannot export {kept_dir}: it is a pre-LN encoder, and Hugging Face ELECTRA is "
-            "post-LN only (export needs backbone layer_norm: post)"
-        )
     tok_config = tokenizer_config(loaded.tokenizer_dir / "tokenizer.json", cfg.max_seq_len)
     vocab_lines = (loaded.tokenizer_dir / "vocab.txt").read_text(encoding="utf-8").splitlines()
     if len(vocab_lines) > cfg.vocab_size:

@@ -51,6 +51,13 @@ def register(app: typer.Typer) -> None:
             help="copy identical finished runs and fine-tunes (same id) from study folders "
             "beside OUT instead of repeating them",
         ),
+        keep_code_changes: bool = typer.Option(
+            False,
+            "--keep-code-changes",
+            help="keep and use finished work whose code (objective, task, electra-ablate "
+            "version) changed since it finished, instead of re-running it (for an edit known to "
+            "change nothing); study.json and the report name each such unit",
+        ),
         collect: bool = typer.Option(
             False,
             "--collect",
@@ -131,7 +138,15 @@ def register(app: typer.Typer) -> None:
             raise InputError("--plan-json goes with --dry-run")
         if dry_run:
             print_plan(
-                spec, spec_path, out_dir, device_name, overrides, workers, progress, plan_json
+                spec,
+                spec_path,
+                out_dir,
+                device_name,
+                overrides,
+                workers,
+                progress,
+                plan_json,
+                keep_code_changes,
             )
             return
         from electra_ablate.scaleout.runner import run_study
@@ -169,6 +184,7 @@ def register(app: typer.Typer) -> None:
                 wait=wait,
                 shard=part,
                 launcher=options,
+                keep_code_changes=keep_code_changes,
             )
 
 
@@ -185,13 +201,23 @@ def with_tracker(spec_path: Path, overrides: dict, tracker: str) -> object:
 
 
 def print_plan(
-    spec, spec_path, out_dir, device, overrides, workers, progress=None, json_out=None
+    spec,
+    spec_path,
+    out_dir,
+    device,
+    overrides,
+    workers,
+    progress=None,
+    json_out=None,
+    keep_code_changes=False,
 ) -> None:
     from electra_ablate.infra.progress import format_duration
     from electra_ablate.infra.storage import atomic_write_text
     from electra_ablate.study.estimate import estimate_plan
 
-    estimate = estimate_plan(spec, spec_path, out_dir, device, overrides, workers, progress)
+    estimate = estimate_plan(
+        spec, spec_path, out_dir, device, overrides, workers, progress, keep_code_changes
+    )
     if json_out is not None:  # what a caller sizes work with (gpu/session.py)
         atomic_write_text(json_out, json.dumps(estimate.as_dict(), indent=2))
     # a label is its objective's name unless the spec gives one: then the column says nothing
@@ -217,6 +243,8 @@ def print_plan(
     for r in estimate.rows:  # a near run beside that is not this run: say why, once each
         if r["not_reused"]:
             typer.echo(f"{r['label']} (seed {r['seed']}) {r['not_reused']}")
+    for note in estimate.notes:  # what the plan does that the spec does not show: a rounded
+        typer.echo(note)  # budget, task_epochs, finished work whose code changed since
     low, high = (format_duration(x) for x in estimate.wall_range_s)
     typer.echo(
         f"still to do: about {format_duration(estimate.wall_s)} with --workers {workers} "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from electra_ablate.infra.spec_model import SpecModel
 
 
-class CorpusSpec(BaseModel):
+class CorpusSpec(SpecModel):
     model_config = ConfigDict(extra="forbid")
 
     paths: list[str] = Field(
@@ -29,7 +31,7 @@ class CorpusSpec(BaseModel):
         return self
 
 
-class TokenizerSpec(BaseModel):
+class TokenizerSpec(SpecModel):
     model_config = ConfigDict(extra="forbid")
 
     vocab_size: int = Field(30522, gt=100, description="WordPiece vocabulary trained on the corpus")
@@ -37,7 +39,7 @@ class TokenizerSpec(BaseModel):
     vocab_file: str | None = Field(None, description="existing vocab.txt or tokenizer.json")
 
 
-class DataSpec(BaseModel):
+class DataSpec(SpecModel):
     model_config = ConfigDict(extra="forbid")
 
     corpus: CorpusSpec = Field(description="pre-training text: local files or a hub dataset")

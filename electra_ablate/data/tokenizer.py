@@ -163,6 +163,33 @@ def load_tokenizer(directory: Path) -> Tokenizer:
     return Tokenizer.from_file(str(Path(directory) / "tokenizer.json"))
 
 
+def tokenizer_files_disagree(directory: Path) -> str | None:
+    """Why ``vocab.txt`` and ``tokenizer.json`` in ``directory`` are not one vocabulary (the same
+    tokens with the same ids), or None where they are. Both are written together from one
+    tokenizer (``save_tokenizer``); a folder where they differ was damaged since, and a model
+    trained or exported with one would tokenize differently from the other."""
+    directory = Path(directory)
+    try:
+        lines = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"its vocab.txt cannot be read ({exc})"
+    try:
+        vocab = load_tokenizer(directory).get_vocab(with_added_tokens=True)
+    except Exception as exc:  # the tokenizers library raises a bare Exception on bad JSON
+        first_line = next(iter(str(exc).splitlines()), repr(exc))
+        return f"its tokenizer.json cannot be read ({first_line})"
+    by_id = [token for token, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
+    if by_id == lines:
+        return None
+    if len(by_id) != len(lines):
+        return f"its vocab.txt has {len(lines)} tokens, its tokenizer.json {len(by_id)}"
+    first = next(i for i, (a, b) in enumerate(zip(lines, by_id, strict=True)) if a != b)
+    return (
+        f"its vocab.txt and tokenizer.json differ at id {first} "
+        f"({lines[first]!r} and {by_id[first]!r})"
+    )
+
+
 def _bert_wordpiece(model: WordPiece, lowercase: bool) -> Tokenizer:
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = normalizers.BertNormalizer(

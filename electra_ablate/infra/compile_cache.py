@@ -36,8 +36,9 @@ cache is code: inductor and Triton load the shared objects, kernels and pickles 
 are. So a cache is only taken from a file the user names (``ablate kit --compile-cache FILE``, a
 file their own session returned), its sha256 recorded in the kit and checked on the node before
 it is unpacked, and an archive is read as untrusted input all the same: regular files only,
-names inside ``compile-cache/``, the number of members and their total size bounded, extracted
-with ``filter="data"``.
+names inside ``compile-cache/``, the number of members and their total size bounded, each
+member streamed into a plain file (``electra_ablate.infra.archives``, the one reader of
+archives from elsewhere).
 
 This module is standard library only (torch is imported inside ``current_manifest``, nowhere
 else), so that ``gpu/session.py``, which runs before anything heavy, packs and unpacks with it.
@@ -48,7 +49,6 @@ from __future__ import annotations
 import datetime as dt
 import importlib.metadata
 import json
-import lzma
 import os
 import shutil
 import stat
@@ -58,9 +58,16 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
+from electra_ablate.infra.archives import (
+    ArchiveRefused,
+    ArchiveUnreadable,
+    Limits,
+    Member,
+    members,
+)
 from electra_ablate.infra.errors import InputError
 from electra_ablate.infra.locks import FolderLock
 from electra_ablate.infra.storage import atomic_write_text
@@ -433,8 +440,8 @@ def unpack_cache(archive: Path, folder: Path, limit: int = LIMIT_BYTES) -> Archi
     empty: every member checked before it is written (regular files only, under
     ``compile-cache/``: its manifest and ``inductor/``; no name twice, at most
     ``MAX_FILES`` members and ``MAX_UNPACKED_BYTES`` together, the archive itself at most
-    ``limit``), extracted with ``filter="data"`` into a temporary folder beside ``folder`` and
-    renamed into place only when all of it passed. ``CacheArchiveError`` otherwise, with
+    ``limit``), each streamed into a plain file in a temporary folder beside ``folder``, which
+    is renamed into place only when all of it passed. ``CacheArchiveError`` otherwise, with
     nothing left behind."""
     archive, folder = Path(archive), Path(folder)
     if folder.is_symlink() or (folder.exists() and (not folder.is_dir() or any(folder.iterdir()))):
@@ -453,8 +460,9 @@ def unpack_cache(archive: Path, folder: Path, limit: int = LIMIT_BYTES) -> Archi
 
 
 def _read_archive(archive: Path, limit: int, into: Path | None) -> ArchiveInfo:
-    """Every member of ``archive`` checked (and, with ``into``, extracted there) in one pass:
-    a member's header is checked before its data is read, so a bomb stops at its first
+    """Every member of ``archive`` checked (and, with ``into``, streamed into a file there) in
+    one pass by ``electra_ablate.infra.archives``: a member's name and header are checked
+    before its data is read, and its bytes counted as they are, so a bomb stops at its first
     oversized member."""
     try:
         size = archive.stat().st_size
@@ -467,32 +475,28 @@ def _read_archive(archive: Path, limit: int, into: Path | None) -> ArchiveInfo:
             f"{archive} is {size / 2**20:.1f} MiB, over the {limit / 2**20:.1f} MiB a compile "
             "cache may weigh"
         )
-    names: set[str] = set()
-    unpacked = 0
+    limits = Limits(MAX_FILES, MAX_UNPACKED_BYTES, MAX_UNPACKED_BYTES)
+    layout = (f"{ARCHIVE_ROOT}/{MANIFEST}", f"{ARCHIVE_ROOT}/{INDUCTOR}/**/*")
+    files, unpacked = 0, 0
     manifest_raw: bytes | None = None
     try:
-        with tarfile.open(archive, "r:xz") as tar:
-            for member in tar:
-                name = _checked_name(archive, member)
-                if member.isdir():
-                    continue
-                if name in names:
-                    raise CacheArchiveError(f"{archive} is not a compile cache: {name} twice")
-                names.add(name)
-                unpacked += member.size
-                if len(names) > MAX_FILES or unpacked > MAX_UNPACKED_BYTES:
-                    raise CacheArchiveError(
-                        f"{archive} unpacks to more than {MAX_FILES} files or "
-                        f"{MAX_UNPACKED_BYTES / 2**20:.0f} MiB: not a compile cache this takes"
-                    )
-                if into is not None:
-                    _extract(tar, member, into)
-                if name == f"{ARCHIVE_ROOT}/{MANIFEST}":  # read once: xz cannot seek back
-                    manifest_raw = _head(tar, member, into)
-    except (tarfile.TarError, lzma.LZMAError, EOFError) as exc:
+        for member in members(archive, limits, layout, "xz", "inside its layout"):
+            files, unpacked = files + 1, unpacked + member.size
+            if into is not None:
+                member.save(into / member.name)
+            if member.name == layout[0]:  # read once: xz cannot seek back
+                manifest_raw = _head(member, into)
+    except ArchiveUnreadable as exc:
         raise CacheArchiveError(f"{archive} is not a readable tar.xz archive ({exc})") from None
+    except ArchiveRefused as exc:
+        if exc.limit is not None:
+            raise CacheArchiveError(
+                f"{archive} unpacks to more than {MAX_FILES} files or "
+                f"{MAX_UNPACKED_BYTES / 2**20:.0f} MiB: not a compile cache this takes"
+            ) from None
+        raise CacheArchiveError(f"{archive} is not a compile cache: {exc}") from None
     except OSError as exc:
-        raise CacheArchiveError(f"{archive} cannot be read ({exc.strerror or exc})") from None
+        raise CacheArchiveError(f"{archive} cannot be unpacked ({exc.strerror or exc})") from None
     if manifest_raw is None:
         raise CacheArchiveError(
             f"{archive} is not a compile cache: it has no {ARCHIVE_ROOT}/{MANIFEST}"
@@ -501,43 +505,13 @@ def _read_archive(archive: Path, limit: int, into: Path | None) -> ArchiveInfo:
         manifest = parse_manifest(manifest_raw)
     except ValueError as exc:
         raise CacheArchiveError(f"{archive} is not a compile cache: {exc}") from None
-    return ArchiveInfo(manifest, len(names), unpacked)
+    return ArchiveInfo(manifest, files, unpacked)
 
 
-def _checked_name(archive: Path, member: tarfile.TarInfo) -> str:
-    """The member's name, or ``CacheArchiveError`` where it is anything but the manifest, a
-    regular file under ``inductor/``, or a folder on the way to one, all inside
-    ``compile-cache/``."""
-    name = member.name
-    pure = PurePosixPath(name)
-    parts = pure.parts
-    if pure.is_absolute() or "\\" in name or ".." in parts or parts[:1] != (ARCHIVE_ROOT,):
-        raise CacheArchiveError(f"{archive} is not a compile cache: {name!r} is outside its layout")
-    if member.isdir():
-        fits = len(parts) == 1 or parts[1] == INDUCTOR
-    elif member.isfile():
-        fits = parts[1:] == (MANIFEST,) or (len(parts) > 2 and parts[1] == INDUCTOR)
-    else:
-        raise CacheArchiveError(f"{archive} is not a compile cache: {name!r} is not a plain file")
-    if not fits:
-        raise CacheArchiveError(f"{archive} is not a compile cache: {name!r} is outside its layout")
-    return pure.as_posix()
-
-
-def _head(tar: tarfile.TarFile, member: tarfile.TarInfo, into: Path | None) -> bytes:
-    """A member's first ``MAX_MANIFEST_BYTES`` and one more: from the file just extracted, or
-    read from the archive where nothing is extracted."""
+def _head(member: Member, into: Path | None) -> bytes:
+    """A member's first ``MAX_MANIFEST_BYTES`` and one more: from the file just written, or
+    read from the archive where nothing is written."""
     if into is not None:
         with (into / member.name).open("rb") as f:
             return f.read(MAX_MANIFEST_BYTES + 1)
-    handle = tar.extractfile(member)
-    return handle.read(MAX_MANIFEST_BYTES + 1) if handle is not None else b""
-
-
-def _extract(tar: tarfile.TarFile, member: tarfile.TarInfo, into: Path) -> None:
-    """``filter="data"`` where this Python has it (3.10.12, 3.11.4 and later); the checks above
-    already keep out links, devices and names outside the folder on those without."""
-    if hasattr(tarfile, "data_filter"):
-        tar.extract(member, into, filter="data")
-    else:  # pragma: no cover - older patch releases
-        tar.extract(member, into)
+    return member.head(MAX_MANIFEST_BYTES + 1)[: MAX_MANIFEST_BYTES + 1]

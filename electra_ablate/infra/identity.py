@@ -5,7 +5,8 @@ budget, seed and the spec's ``pretrain`` section less ``IDENTITY_EXCLUDED`` and 
 (``electra_ablate.study.context``). An evaluation job's id is ``config_hash`` of its identity:
 the run, the fraction, the task and its own identity, the seed, the data's fingerprint
 (``electra_ablate.evaluation.run``). Both hash names and values, never module paths, so moving
-code never changes an id; ``tests/study/test_pinned_identities.py`` pins them.
+code never changes an id; ``tests/study/test_pinned_identities.py`` pins them. The code that
+computed a unit is recorded beside its id instead (``electra_ablate.infra.code_identity``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,12 @@ report's recipe shows them, as they change rounding and speed. ``precision`` is 
 device is (``auto`` already meant bf16 on CUDA and fp32 on the CPU): each run records the
 precision it trained in (its summary, ``precision``)."""
 
-IDENTITY_EXCLUDED = REPORTING_FIELDS | RUNNING_FIELDS
+ALLOWING_FIELDS = frozenset({"warmup_beyond_run"})
+"""``pretrain`` fields that only allow a setting otherwise refused (``warmup_beyond_run``: a
+warm-up longer than the run): what the run computes is in its other fields, so these enter no
+id, and a run planned with one has the id it would have had without it."""
+
+IDENTITY_EXCLUDED = REPORTING_FIELDS | RUNNING_FIELDS | ALLOWING_FIELDS
 """Every ``pretrain`` field that does not enter a run's id."""
 
 

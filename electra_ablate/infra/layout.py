@@ -12,6 +12,7 @@
   schedule.jsonl                    when each item of work started and ended, by which process
   pretrain/<label>-s<seed>-<id>/    one pre-training run:
     run.json, done.json | failed.json, error.log, metrics.jsonl, warnings.log,
+    code.json                       the code that computed it (``infra.code_identity``)
     tracking.json, tensorboard/     what each tracker has been sent; TensorBoard's files
     states/step-<n>/                resumable training state (checksummed)
     kept/<fraction>/                the kept encoder at a budget fraction (checksummed): what
@@ -22,6 +23,8 @@
   reference/<name>-<id>/            a task's reference scorer (no encoder); only its
                                     tracking.json and tensorboard/ when tracked
   finetune/<job id>.json            one (checkpoint, task, seed) fine-tune: metrics or failure
+  superseded/<folder>-<UTC time>/   finished work whose code has changed since, moved aside
+                                    to be redone (``study.code_change``), never deleted
   report/                           what `ablate report` writes
   pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
 """
@@ -72,6 +75,12 @@ class RunLayout:
     @property
     def error_log(self) -> Path:
         return self.root / "error.log"
+
+    @property
+    def code(self) -> Path:
+        """The code that computed the unit (``infra.code_identity.code_fingerprint``): beside
+        its id, which names no code, and checked before the unit is reused."""
+        return self.root / "code.json"
 
     @property
     def metrics(self) -> Path:
@@ -224,6 +233,12 @@ class StudyLayout:
 
     def finetune_record(self, job_id: str) -> Path:
         return self.finetune_dir / f"{job_id}.json"
+
+    @property
+    def superseded_dir(self) -> Path:
+        """Where finished work whose code changed since is moved, to be redone
+        (``electra_ablate.study.code_change``): kept, never deleted."""
+        return self.root / "superseded"
 
 
 BASELINE_FRACTION = 0.0  # the no-pre-training baseline's one kept encoder: kept/0

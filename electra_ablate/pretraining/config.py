@@ -8,20 +8,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from electra_ablate.backbone.config import Precision
+from electra_ablate.infra.spec_model import SpecModel
 
 # Output layers that ``pretrain.prior_bias`` can start at the data's priors: the main model's MLM
 # heads, a generator's MLM head, and binary heads (replaced-token detection, copy gates).
 PriorKind = Literal["mlm", "generator", "detection"]
 
 
-class PretrainSpec(BaseModel):
+class PretrainSpec(SpecModel):
     """How every objective of a study pre-trains: the optimiser and schedule (part of a run's
     identity) and how a run reports and where it runs (not part of it)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     batch_size: int = Field(128, gt=0, description="sequences per step, over all ranks")
     learning_rate: float = Field(5e-4, gt=0, description="peak learning rate")
@@ -32,8 +31,16 @@ class PretrainSpec(BaseModel):
         None,
         ge=0,
         description="linear warm-up over this many steps of each stage, whatever the budget "
-        "(replaces warmup_fraction; the paper: 10000). Longer than a short run, the rate never "
-        "reaches its peak: the paper's first steps. Left out of a run's id while unset",
+        "(replaces warmup_fraction; the paper: 10000). Longer than a stage's steps it is refused "
+        "unless warmup_beyond_run says the run is meant so. Left out of a run's id while unset",
+    )
+    warmup_beyond_run: bool = Field(
+        False,
+        description="allow warmup_steps longer than a run (or a stage): the run is then the "
+        "first steps of a longer schedule (the paper's 10,000-step warm-up on a short run), "
+        "its rate never reaching the peak; the dry run, the run and the report say the rate "
+        "it reaches. Without it such a warm-up is refused at planning. In no run's id: it "
+        "changes no weights",
     )
     schedule: Literal["linear", "cosine", "constant"] = Field(
         "linear", description="decay after warm-up: linear to zero (BERT, ELECTRA), cosine, none"

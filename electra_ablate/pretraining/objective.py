@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Literal, get_args
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 from torch import nn
 
 from electra_ablate.backbone.config import BackboneConfig
@@ -48,6 +48,7 @@ from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.checkpoints.kept import KEPT_ROLES as KEPT_ROLES
 from electra_ablate.checkpoints.kept import KeptModel
 from electra_ablate.checkpoints.kept import KeptRole as KeptRole
+from electra_ablate.infra.spec_model import SpecModel
 from electra_ablate.pretraining.config import PriorKind
 from electra_ablate.pretraining.metric_names import MetricKind
 
@@ -72,7 +73,7 @@ PRIOR_KINDS: tuple[str, ...] = get_args(PriorKind)
 StageSplit = Literal["flops", "steps"]
 
 
-class ObjectiveParams(BaseModel):
+class ObjectiveParams(SpecModel):
     """Hyper-parameters every objective has; subclasses add their own typed fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)

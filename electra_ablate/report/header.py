@@ -9,12 +9,16 @@ from pathlib import Path
 from typing import Any
 
 import polars as pl
+from pydantic import ValidationError
 
 from electra_ablate.analysis.deviations import deviations, evaluation_blocks, fine_tuning_blocks
 from electra_ablate.analysis.results import ordered_tasks
 from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.infra.identity import REPORTING_FIELDS
+from electra_ablate.pretraining.config import PretrainSpec
+from electra_ablate.pretraining.engine.optim import warmup_beyond_run
+from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -68,6 +72,24 @@ def deviations_text(study: Mapping[str, Any]) -> str:
         if own:
             parts.append(f"`{label}`: {'; '.join(own)}")
     return " — ".join(parts) or "none"
+
+
+def code_text(study: Mapping[str, Any]) -> str | None:
+    """The finished work a run kept although its code changed since it finished
+    (``--keep-code-changes``: ``electra_ablate.study.code_change``), and how much recorded no
+    code; None when there is nothing to say (a study made before code was recorded says
+    nothing either)."""
+    kept = [
+        f"{c.get('label')} (seed {c.get('seed')})"
+        + (f" on {c['task']}" if c.get("task") else "")
+        + f": {c.get('what')}"
+        for c in study.get("code_changes") or []
+    ]
+    parts = [f"kept by `--keep-code-changes` although their code changed: {'; '.join(kept)}"]
+    parts = parts if kept else []
+    if unrecorded := study.get("code_unrecorded"):
+        parts.append(f"{unrecorded} finished unit(s) or evaluation(s) record no code")
+    return "; ".join(parts) or None
 
 
 def output_bias_text(study: Mapping[str, Any]) -> str:
@@ -285,6 +307,8 @@ def header(
         ("Deviations from the paper", deviations_text(study)),
         ("FLOPs budget", inline(study.get("budget"))),
     ]
+    if (code := code_text(study)) is not None:  # finished work kept across a code change
+        rows.insert(-1, ("Code changed since finished", code))
     if fingerprints := data_fingerprints(study):  # a study made before them records none
         after_data = [name for name, _ in rows].index("Data") + 1
         rows.insert(after_data, ("Data fingerprint", ", ".join(f"`{f}`" for f in fingerprints)))
@@ -334,4 +358,34 @@ def header(
     # What the study is for, in its author's words: a plumbing check must say so before the
     # report ranks anything.
     about = f"*{text}*\n\n" if (text := described(study)) else ""
+    about += f"*{text}*\n\n" if (text := warmup_beyond_text(study, runs)) else ""
     return f"# Study `{name}`\n\n{about}" + table(["", ""], rows)
+
+
+def warmup_beyond_text(study: Mapping[str, Any], runs: pl.DataFrame | None) -> str:
+    """The finished runs shorter than their warm-up (``pretrain.warmup_beyond_run``), each with
+    the rate it reached: such a run is the first steps of a longer schedule, never at its peak
+    rate, which the first lines say rather than a recipe row. Empty when there is none."""
+    given = study.get("pretrain") or {}
+    try:
+        spec = PretrainSpec.model_validate(
+            {k: v for k, v in given.items() if k in PretrainSpec.model_fields}
+        )
+    except ValidationError:  # an older study.json this version cannot read: say nothing
+        return ""
+    if spec.warmup_steps is None or runs is None or not runs.height:
+        return ""
+    done = runs.filter((pl.col("objective") != "none") & (pl.col("status") == "done"))
+    parts = []
+    for row in (
+        done.group_by("variant", "label").agg(pl.col("steps").max()).sort("label").rows(named=True)
+    ):
+        plan = RunPlan((int(row["steps"]),), ({"paper": 1.0, "standard": 1.0},), ())
+        label = f"{row['label']} ({row['variant']})" if row["variant"] else row["label"]
+        parts += [f"`{label}`: {s.describe(spec)}" for s in warmup_beyond_run(plan, spec)]
+    if not parts:
+        return ""
+    return (
+        "Runs shorter than their warm-up, the first steps of a longer schedule "
+        f"(pretrain.warmup_beyond_run): {'; '.join(parts)}"
+    )

@@ -17,8 +17,9 @@ every unit's final kept encoder before any unit's others, the unit with the most
 
 Read back on the next stretch (``unpack_parts``), the parts are untrusted input: their sizes
 are bounded, every checksum is checked, the tar holds nothing but the expected regular files
-(extracted with ``filter="data"``), the run folder's name must be the hash of its ``run.json``
-and every returned kept folder must pass its own manifest (``kept_files.kept_problem``). The
+(streamed out by ``electra_ablate.infra.archives``, each checked before it is written), the
+run folder's name must be the hash of its ``run.json`` and every returned kept folder must
+pass its own manifest (``kept_files.kept_problem``). The
 rebuilt run folder, in a study folder beside the study, is what ``ablate run``'s identical-run
 reuse (``electra_ablate.study.reuse``) copies instead of training again. A kept folder that did
 not fit travels as its ``kept.json`` alone, as in a pack.
@@ -40,6 +41,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from electra_ablate.checkpoints.kept_files import META_FILE, WEIGHTS_FILE, kept_problem
+from electra_ablate.infra.archives import ArchiveRefused, ArchiveUnreadable, Limits, members
 from electra_ablate.infra.errors import InputError, WriteFailed
 from electra_ablate.infra.identity import config_hash
 from electra_ablate.infra.layout import RunLayout
@@ -58,8 +60,9 @@ PART_VERSION = 1
 PART_NAME = re.compile(r"^(?P<name>[A-Za-z0-9_=.+-]+)\.kept\.part(?P<part>\d+)of(?P<parts>\d+)$")
 """``<study>-<rung>.kept.part2of4``: the set's name, this part's index and the set's count."""
 
-RUN_RECORDS = ("run.json", "done.json", "metrics.jsonl")
-"""The run folder's records that travel with its encoders: what makes it a finished run."""
+RUN_RECORDS = ("run.json", "done.json", "metrics.jsonl", "code.json")
+"""The run folder's records that travel with its encoders: what makes it a finished run, and
+the code that made it (``infra.code_identity``), so a rebuilt run is checked like any other."""
 KEPT_FILES = (META_FILE, WEIGHTS_FILE, MANIFEST, "tokenizer.json", "vocab.txt")
 """The files a kept folder may hold (``electra_ablate.checkpoints.kept``)."""
 RUN_FOLDER = re.compile(r"^[A-Za-z0-9_=-]+(\.[A-Za-z0-9_=-]+)*-s\d+-(?P<id>[0-9a-f]{12})$")
@@ -418,24 +421,38 @@ def expected_member(name: str) -> tuple[str, str | None] | None:
     return None
 
 
+WHOLE_LIMITS = Limits(
+    members=10_000, member_bytes=MAX_PARTS * PAYLOAD_BYTES, total_bytes=MAX_PARTS * PAYLOAD_BYTES
+)
+"""What the joined tar may hold: it is uncompressed, so its members weigh no more than the
+parts themselves."""
+EXPECTED = (
+    *(f"pretrain/*/{name}" for name in RUN_RECORDS),
+    *(f"pretrain/*/kept/*/{name}" for name in KEPT_FILES),
+)
+"""The tar's members by pattern (``expected_member`` checks the names' shapes further)."""
+
+
 def extract_members(whole: Path, target: Path, name: str) -> list[str]:
-    """Extract the tar (``filter="data"``) after checking that it holds only expected regular
-    files, each once; the run folders it holds."""
+    """Stream the tar's members into ``target`` (``electra_ablate.infra.archives``), each
+    checked to be an expected regular file, once, before any of its bytes is written; the run
+    folders it holds. ``target`` is scratch: a refusal leaves it to be discarded."""
     runs: list[str] = []
     try:
-        with tarfile.open(whole, "r:") as tar:
-            members = tar.getmembers()
-            seen = set()
-            for member in members:
-                where = expected_member(member.name)
-                if where is None or not member.isfile() or member.name in seen:
-                    raise InputError(f"kept parts {name}: unexpected member {member.name!r}")
-                seen.add(member.name)
-                if where[0] not in runs:
-                    runs.append(where[0])
-            tar.extractall(target, members=members, filter="data")
-    except (tarfile.TarError, OSError) as exc:
+        for member in members(whole, WHOLE_LIMITS, EXPECTED, "", "an expected file"):
+            where = expected_member(member.name)
+            if where is None:
+                raise ArchiveRefused(f"{member.name!r} is not an expected file")
+            if where[0] not in runs:
+                runs.append(where[0])
+            member.save(target / member.name)
+    except ArchiveUnreadable as exc:
         raise InputError(f"kept parts {name} do not hold a readable tar ({exc})") from None
+    except ArchiveRefused as exc:
+        what = "" if exc.limit else "unexpected member: "
+        raise InputError(f"kept parts {name}: {what}{exc}") from None
+    except OSError as exc:
+        raise InputError(f"kept parts {name} cannot be unpacked ({exc})") from None
     if not runs:
         raise InputError(f"kept parts {name} hold no run")
     return runs

@@ -55,6 +55,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from electra_ablate.evaluation.task import RECORD_FIELDS, get_task
+from electra_ablate.infra.archives import Limits
 from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.identity import IDENTITY_EXCLUDED
 from electra_ablate.infra.layout import KEPT_META, REPORT_FILE, RunLayout, StudyLayout
@@ -62,6 +63,7 @@ from electra_ablate.infra.locks import lock_study
 from electra_ablate.infra.storage import atomic_dir, atomic_write_bytes, atomic_write_text
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.scaleout.packs import (
+    PACK_LIMITS,
     RUN_RECORD_KEYS,
     check_same_evaluation_data,
     data_fingerprints,
@@ -172,14 +174,15 @@ class MergeOutcome:
 # ------------------------------------------------------------------------------ sources
 
 
-def load_source(path: Path) -> Source:
+def load_source(path: Path, limits: Limits = PACK_LIMITS) -> Source:
+    """A pack (read within ``limits``, ``packs.read_pack``) or a study folder, as a source."""
     path = Path(path)
     if path.is_dir():
         if not StudyLayout(path).study_json.is_file():
             raise InputError(f"{path} is not a study folder: it has no study.json")
         return folder_source(path, str(path))
     if path.is_file():
-        pack = read_pack(path)
+        pack = read_pack(path, limits)
         name = REL.study_json.name
         if name not in pack.files:
             raise InputError(f"{path} is damaged: it holds no {name}")
@@ -581,11 +584,13 @@ def merge_study(
     log: Callable[[str], None] = print,
     command: str | None = None,
     wait: bool = False,
+    limits: Limits = PACK_LIMITS,
 ) -> MergeOutcome:
     """Merge ``sources`` into the study folder ``into``. The folder is made if new and locked
     before anything of it is read, like ``ablate run`` locks it (one writer per study folder):
     a second merge into it waits (``wait``) or is refused (``LockHeld``, exit 2). ``command``:
-    how the merge was typed, for ``merged_from`` (default: this process's command line)."""
+    how the merge was typed, for ``merged_from`` (default: this process's command line).
+    ``limits``: what one pack may unpack to (``packs.PACK_LIMITS``)."""
     into = Path(into)
     check_not_report(into)
     check_not_file(into)
@@ -594,7 +599,7 @@ def merge_study(
     note = lock_file.read_bytes() if lock_file.is_file() else None  # who held it last
     lock = lock_study(lock_file, into, wait=wait)
     try:
-        return merge_locked(sources, into, command or typed_command(), log)
+        return merge_locked(sources, into, command or typed_command(), log, limits)
     except BaseException:
         leave_as_found(into, created, note)
         raise
@@ -642,13 +647,17 @@ def check_not_report(into: Path) -> None:
 
 
 def merge_locked(
-    sources: list[Path], into: Path, command: str, log: Callable[[str], None]
+    sources: list[Path],
+    into: Path,
+    command: str,
+    log: Callable[[str], None],
+    limits: Limits = PACK_LIMITS,
 ) -> MergeOutcome:
     """The merge, with ``into`` locked: every check, then ``study.json``, the units, the tables
     (in this order, so that a merge stopped anywhere is completed by the same command)."""
     target = load_target(into)
     skipped = [str(p) for p in sources if is_folder(p, into)]
-    loaded = [load_source(p) for p in sources if not is_folder(p, into)]
+    loaded = [load_source(p, limits) for p in sources if not is_folder(p, into)]
     if not loaded:
         raise InputError(f"nothing to merge into {into}: every source given is the target itself")
     everyone = [target, *loaded] if target is not None else loaded

@@ -20,6 +20,14 @@ What travels: every file of the study folder except
 Its ``pack.json`` names the study, the fingerprint of its spec, those of its data and
 evaluation data, the toolkit version and every file with its sha256, so a truncated, altered or
 foreign pack is refused before anything is merged.
+
+What travels is also an allow-list, ``CARRIED`` (and ``CARRIED_TENSORBOARD``): the writer
+carries no file outside it and the reader refuses a pack holding one. A pack is untrusted
+input and its checksums are its maker's own, so they prove nothing about what it may carry: a
+crafted pack listing a training state (which the next ``ablate run`` would resume) or weights
+is refused by name before anything is written, and ``PACK_LIMITS`` bounds its members and
+their unpacked bytes (``ablate merge --max-member-mib`` and ``--max-total-mib`` raise them),
+checked while streaming (``electra_ablate.infra.archives``).
 """
 
 from __future__ import annotations
@@ -31,12 +39,12 @@ import json
 import platform
 import tarfile
 import time
-import zlib
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from electra_ablate import __version__
+from electra_ablate.infra.archives import ArchiveRefused, Limits, matches, read_all
 from electra_ablate.infra.errors import InputError, MixedData
 from electra_ablate.infra.layout import KEPT_META, RunLayout, StudyLayout
 from electra_ablate.infra.storage import atomic_file
@@ -44,6 +52,38 @@ from electra_ablate.infra.storage import atomic_file
 PACK_FORMAT = "electra-ablate result pack"
 PACK_VERSION = 1
 PACK_SUFFIX = ".pack.tar.gz"
+
+UNIT_DIRS = ("pretrain", "baseline", "reference")
+"""The study folder's unit folders (``StudyLayout.pretrain_dir`` and its siblings)."""
+_RUN = RunLayout(Path())
+UNIT_RECORDS = tuple(
+    p.name
+    for p in (_RUN.run_json, _RUN.done, _RUN.failed, _RUN.error_log, _RUN.metrics)
+    + (_RUN.warnings_log, _RUN.tracking, _RUN.code)
+)
+"""The records of a unit folder a pack carries (never its states, weights or scratch)."""
+CARRIED = (
+    *(f"*{suffix}" for suffix in (".json", ".jsonl", ".parquet", ".csv", ".md", ".txt", ".log")),
+    "*.yaml",
+    "*.yml",
+    "finetune/*.json",
+    *(f"{units}/*/{name}" for units in UNIT_DIRS for name in UNIT_RECORDS),
+    *(f"{units}/*/kept/*/{KEPT_META}" for units in UNIT_DIRS),
+)
+"""Every file a pack may carry, by its path in the study folder (``*``: within one folder,
+``**/``: any folders): the study's records and tables and what the user wrote beside them
+(text, tables, no code, no pickles), each unit's records, each kept folder's ``kept.json``,
+each fine-tune's record. ``ablate pack`` writes nothing else and ``ablate merge`` reads nothing
+else: a state, weights, a tokenizer copy, a job's pickled call or any other file is refused."""
+CARRIED_TENSORBOARD = tuple(
+    f"{units}/*/tensorboard/**/events.out.tfevents.*" for units in UNIT_DIRS
+)
+"""What ``ablate pack --tensorboard`` adds to ``CARRIED``: TensorBoard's event files."""
+
+PACK_LIMITS = Limits(members=200_000, member_bytes=64 << 20, total_bytes=512 << 20)
+"""What ``ablate merge`` reads of one pack, unpacked: 64 MiB per member and 512 MiB in all (the
+smoke study's pack unpacks to about 300 kB, a 1e16 run's ``metrics.jsonl`` to 61 kB); raised
+with ``--max-member-mib`` and ``--max-total-mib``."""
 
 NOT_THE_STUDY = (
     "description",
@@ -189,6 +229,8 @@ def left_behind(layout: StudyLayout, path: Path, tensorboard: bool = False) -> s
         return "weights"
     if unit is not None and unit.kept_root in path.parents and path.name != KEPT_META:
         return "kept encoders' tokenizer copies"
+    if not matches(rel.as_posix(), CARRIED + (CARRIED_TENSORBOARD if tensorboard else ())):
+        return "files a pack does not carry"
     return None
 
 
@@ -334,15 +376,33 @@ class Pack:
     files: dict[str, bytes]
 
 
-def read_pack(path: Path) -> Pack:
-    """Read and verify a pack; anything wrong with it is one ``InputError`` naming it."""
+LIMIT_OPTIONS = {"member_bytes": "--max-member-mib", "total_bytes": "--max-total-mib"}
+"""The ``ablate merge`` option that raises each of ``PACK_LIMITS``."""
+
+
+def read_pack(path: Path, limits: Limits = PACK_LIMITS) -> Pack:
+    """Read and verify a pack; anything wrong with it is one ``InputError`` naming it. Only
+    files ``CARRIED`` may be in it, within ``limits``; each member is checked by name and
+    size before it is read, and nothing is written to disk."""
     path = Path(path)
     try:
-        members = read_members(path)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        members = read_all(
+            path,
+            limits,
+            allowed=[f"*/{p}" for p in (*CARRIED, *CARRIED_TENSORBOARD)],
+            compression="gz",
+            refuse="a file `ablate pack` writes (training states, weights and other files never "
+            "travel in a pack)",
+        )
+    except ArchiveRefused as exc:
+        option = LIMIT_OPTIONS.get(exc.limit or "")
         raise InputError(
-            f"{path} is not a readable pack: not a whole .tar.gz archive ({exc})"
+            f"{path} is refused: {exc}"
+            + (f" (`ablate merge {option}` raises it)" if option else "")
+            + "; nothing was merged"
         ) from None
+    if not members:
+        raise InputError(f"{path} is an empty archive, not a pack")
     tops = {PurePosixPath(name).parts[0] for name in members}
     if len(tops) != 1:
         raise InputError(f"{path} is not a pack: its files do not sit in one folder")
@@ -367,34 +427,6 @@ def read_pack(path: Path) -> Pack:
         where = "listed in its manifest but missing" if name in listed else "not in its manifest"
         raise InputError(f"{path} is damaged: {name} is {where}")
     for name, digest in listed.items():
-        check_member_name(path, name)
         if hashlib.sha256(files[name]).hexdigest() != digest:
             raise InputError(f"{path} is damaged: {name} does not match its checksum")
     return Pack(path, manifest, files)
-
-
-def read_members(path: Path) -> dict[str, bytes]:
-    """Every regular file of the archive by name; links, devices and names that would land
-    outside its folder are refused, and nothing is written to disk."""
-    members: dict[str, bytes] = {}
-    with tarfile.open(path, "r:gz") as tar:
-        for member in tar:
-            check_member_name(path, member.name)
-            if member.isdir():
-                continue
-            if not member.isfile():
-                raise InputError(f"{path} is not a pack: {member.name} is not a regular file")
-            if member.name in members:
-                raise InputError(f"{path} is not a pack: {member.name} appears twice")
-            handle = tar.extractfile(member)
-            members[member.name] = handle.read() if handle is not None else b""
-    if not members:
-        raise InputError(f"{path} is an empty archive, not a pack")
-    return members
-
-
-def check_member_name(path: Path, name: str) -> None:
-    """Refuse a name that is absolute or climbs out of the pack's folder (``..``)."""
-    pure = PurePosixPath(name)
-    if pure.is_absolute() or ".." in pure.parts or "\\" in name or not pure.parts:
-        raise InputError(f"{path} is not a safe pack: {name!r} points outside its folder")

@@ -38,7 +38,8 @@ compile cache) and ``choose`` picks the largest rung, then the most seeds, that 
 deadline with ``MARGIN``. A warm CUDA-graph compile has never been measured: the replay takes
 the warm first step the committed stretches measured in torch.compile's default mode.
 
-Standard library only (and ``electra_ablate.study.schedule``, likewise): the GPU session's
+Standard library only (and ``electra_ablate.study.schedule`` and
+``electra_ablate.infra.archives``, likewise): the GPU session's
 controller imports this on the node, where it must always be able to write its record.
 """
 
@@ -48,12 +49,12 @@ import json
 import math
 import re
 import statistics
-import tarfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from electra_ablate.infra.archives import ArchiveRefused, Limits, members
 from electra_ablate.study.schedule import Job, Schedule, Shape, resolved_schedule
 
 Kind = Literal["pretrain", "finetune", "probe"]
@@ -397,8 +398,8 @@ def simulate(model: Model, command: Command) -> Replay:
 MAX_PACK_BYTES = 64 << 20
 """A pack larger than this (compressed) is refused: the committed ones are under 100 kB."""
 MAX_MEMBER_BYTES = 4 << 20
-"""The most bytes read of one member: a record is under 1 kB, a run's metrics.jsonl 61 kB at
-1e16 (about 6 kB per 1,000 steps)."""
+"""The most bytes one member may unpack to: a record is under 1 kB, a run's metrics.jsonl
+61 kB at 1e16 (about 6 kB per 1,000 steps), a committed pack's largest table under 100 kB."""
 MAX_MEMBERS = 20_000
 MAX_UNPACKED_BYTES = 256 << 20
 """What the members of a pack may declare in all (each member is inflated to be skipped): a
@@ -419,33 +420,18 @@ WORK_FOLDER = re.compile(r"--out (\S+)/study-")
 
 def read_pack(path: Path) -> dict[str, bytes]:
     """The members of a result pack that ``WANTED`` names, by their path under the pack's top
-    folder, read from the archive without extracting anything (a pack is untrusted)."""
+    folder, read from the archive without extracting anything (a pack is untrusted: read by
+    ``electra_ablate.infra.archives`` within ``MAX_*``; a link or a name leading out of the pack
+    is refused, the members the replay does not need are skipped)."""
+    limits = Limits(MAX_MEMBERS, MAX_MEMBER_BYTES, MAX_UNPACKED_BYTES, MAX_PACK_BYTES)
     try:
-        if path.stat().st_size > MAX_PACK_BYTES:
-            raise ReplayInputError(f"{path}: larger than {MAX_PACK_BYTES >> 20} MiB")
-        found: dict[str, bytes] = {}
-        declared = 0
-        with tarfile.open(path, "r:gz") as archive:
-            for count, member in enumerate(archive):
-                declared += max(member.size, 0)
-                if count >= MAX_MEMBERS or declared > MAX_UNPACKED_BYTES:
-                    raise ReplayInputError(
-                        f"{path}: more than {MAX_MEMBERS} members or {MAX_UNPACKED_BYTES} bytes"
-                    )
-                if not member.isfile() or not WANTED.match(member.name):
-                    continue
-                if member.size > MAX_MEMBER_BYTES:
-                    raise ReplayInputError(f"{path}: {member.name} is {member.size} bytes")
-                handle = archive.extractfile(member)
-                if handle is None:
-                    continue
-                data = handle.read(MAX_MEMBER_BYTES + 1)
-                if len(data) > MAX_MEMBER_BYTES:
-                    raise ReplayInputError(f"{path}: {member.name} is too large")
-                found[member.name.split("/", 1)[1]] = data
-    except (OSError, tarfile.TarError, EOFError) as e:
+        return {
+            member.name.split("/", 1)[1]: member.read()
+            for member in members(path, limits, compression="gz")
+            if WANTED.match(member.name)
+        }
+    except ArchiveRefused as e:
         raise ReplayInputError(f"{path}: not a readable pack ({e})") from None
-    return found
 
 
 def read_json(data: bytes, where: str) -> Any:

@@ -34,6 +34,7 @@ from electra_ablate.scaleout.launch import LaunchOptions, StudySetup, launch_uni
 from electra_ablate.scaleout.shards import Shard, shard_units
 from electra_ablate.scaleout.workers import run_in_workers
 from electra_ablate.spec import StudySpec
+from electra_ablate.study.code_change import settle_code_changes
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import evaluate_unit, run_unit
@@ -68,22 +69,26 @@ def run_study(
     wait: bool = False,
     shard: Shard | None = None,
     launcher: LaunchOptions | None = None,
+    keep_code_changes: bool = False,
 ) -> bool:
     """Run (or finish) the whole study; True if every unit of work succeeded. A failed unit
     raises ``UnitsFailed`` naming it, after the tables are written. ``wait``: if another
     ``ablate run`` holds the folder, wait for it instead of stopping. ``shard``: only this
-    shard's units; ``launcher``: as cluster jobs instead of in this process."""
+    shard's units; ``launcher``: as cluster jobs instead of in this process;
+    ``keep_code_changes``: finished work whose code changed since is kept and named, not redone
+    (``electra_ablate.study.code_change``)."""
     with torch_threads(spec.pretrain.num_threads):  # the caller's count comes back after
         started = time.time()
         mode = progress_mode(progress)
         # a launching parent only plans (a login node may have no GPU): its jobs get `device`
         planning = "cpu" if launcher is not None and not collect else device
-        study = Study(spec, spec_path, out_dir, planning, overrides, reuse)
+        study = Study(spec, spec_path, out_dir, planning, overrides, reuse, keep_code_changes)
         if not study.dist.is_main:
             log = lambda *a: None  # noqa: E731 - under torchrun, rank 0 speaks for all
         if collect:  # reads only: never blocked by, nor blocking, a study that runs
             plan = plan_study(study, progress=mode == "live")
             check_study_data(study, plan, record=False)
+            settle_code_changes(study, plan.units, move=False)  # named, never moved: reads only
             return collect_finished(study, plan, started, log)
         if launcher is None:  # a launched job checks its own device (launch.StudySetup)
             refuse_cuda_graphs_off_cuda(spec, study.device)
@@ -129,9 +134,12 @@ def planned_units(
         mine = shard_units(units, shard, lambda u: len(study.jobs(u, ready_only=False)))
     if shard is not None:
         log(f"shard {shard}: {len(mine)} of the study's {len(units)} units")
+    for note in plan.notes:  # a rounded budget, a warm-up beyond the run, task_epochs
+        log(note)
     if study.dist.is_main:
         check_study_data(study, plan)
         write_plan(study, units)
+        settle_code_changes(study, mine)  # before anything is repaired or built on
         check_study(study, mine, log)
     return plan, mine
 

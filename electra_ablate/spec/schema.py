@@ -17,8 +17,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     PositiveInt,
     ValidationError,
@@ -32,6 +30,7 @@ from electra_ablate.data.config import DataSpec
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import TaskSettings, available_tasks, get_task
 from electra_ablate.infra.errors import did_you_mean
+from electra_ablate.infra.spec_model import SpecModel
 from electra_ablate.infra.tracking.registry import tracker_problem
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.spec.messages import format_validation_error
@@ -39,8 +38,8 @@ from electra_ablate.spec.names import name_field
 from electra_ablate.spec.overrides import apply_overrides
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Strict(SpecModel):
+    """A section of the study spec: unknown keys refused, no boolean read as a number."""
 
 
 class BackboneSpec(Strict):
@@ -349,6 +348,26 @@ class StudySpec(Strict):
             if both:
                 raise ValueError(f"tasks in both finetune and evaluation: {', '.join(both)}")
         return self
+
+    def plan_notes(self) -> list[str]:
+        """Lines the plan states because a setting of this spec gives way to another: each
+        block whose ``recipe.task_epochs`` overrides ``recipe.epochs`` for some of its tasks."""
+        notes = []
+        for name in ("finetune", "evaluation"):
+            block = getattr(self, name)
+            if block is None:
+                continue
+            recipe = block.resolved_recipe()
+            overridden = recipe.epochs_overridden(block.tasks)
+            by_epochs: dict[int, list[str]] = {}
+            for task, epochs in overridden.items():
+                by_epochs.setdefault(epochs, []).append(task)
+            for epochs, tasks in by_epochs.items():
+                notes.append(  # short: the dry run prints it under an 80-column table
+                    f"{', '.join(tasks)}: {epochs} epochs by {name}.recipe.task_epochs, "
+                    f"not epochs {recipe.epochs}"
+                )
+        return notes
 
     def evaluation_blocks(self) -> list[FinetuneSpec]:
         """How the study evaluates its kept encoders: ``finetune`` and ``evaluation``, each

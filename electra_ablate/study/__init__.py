@@ -12,6 +12,8 @@
 - ``reuse``: finished runs and evaluations copied from a study beside this one, and why a near
   run there is not this run (the dry run's line);
 - ``tracked``: what the spec's trackers receive of each unit, one tracker run per unit;
+- ``code_change``: finished work whose recorded code differs from the code importable now,
+  moved aside to be redone (or kept, with ``--keep-code-changes``, and named);
 - ``records``: reading records back, setting damaged ones aside;
 - ``integrity``: finished work checked before a run builds on it, and repaired;
 - ``tables`` and ``provenance``: the tidy tables and ``study.json``;

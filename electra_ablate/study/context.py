@@ -72,9 +72,15 @@ class Study:
         device: str | None = None,
         overrides: dict[str, Any] | None = None,
         reuse: bool = True,
+        keep_code_changes: bool = False,
     ) -> None:
         self.spec, self.spec_path = spec, Path(spec_path)
         self.reuse = reuse  # copy identical finished work from study folders beside this one
+        # finished work whose code changed since: kept and named, not redone
+        # (``study.code_change``); what was kept, and how much records no code, for study.json
+        self.keep_code_changes = keep_code_changes
+        self.code_changes: list[dict[str, Any]] = []
+        self.code_unrecorded = 0
         self.layout = StudyLayout(Path(out_dir))
         self.overrides = dict(overrides or {})
         requested = resolve_device(device or spec.device)

@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,12 @@ from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import progress_mode, status_line
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
+from electra_ablate.study.code_change import (
+    KEEP_OPTION,
+    code_changes,
+    job_code,
+    unrecorded_line,
+)
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.plan import plan_study
 from electra_ablate.study.reuse import finished_record, near_run, reusable_from
@@ -70,6 +76,7 @@ class StudyEstimate:
     wall_range_s: tuple[float, float] = (0.0, 0.0)  # the fastest and slowest it could be
     load: str = ""  # the machine's load while it was measured
     device: str = ""  # where it was measured
+    notes: list[str] = field(default_factory=list)  # finished work whose code changed, and why
 
     def as_dict(self) -> dict[str, Any]:
         """The plan and its time model as plain JSON (``ablate run --dry-run --plan-json``)."""
@@ -88,6 +95,7 @@ class StudyEstimate:
             "wall_range_s": list(self.wall_range_s),
             "load": self.load,
             "how": self.how,
+            "notes": self.notes,
         }
 
 
@@ -118,16 +126,19 @@ def estimate_plan(
     overrides: dict[str, Any],
     workers: int,
     progress: bool | None = None,
+    keep_code_changes: bool = False,
 ) -> StudyEstimate:
     """What ``ablate run --dry-run`` shows: the study prepared (its data and units) and its plan
     timed on this machine (``estimate_study``), each step said on stderr as it starts."""
-    study = Study(spec, spec_path, out_dir, device, overrides)
+    study = Study(spec, spec_path, out_dir, device, overrides, keep_code_changes=keep_code_changes)
     refuse_cuda_graphs_off_cuda(spec, study.device)  # the dry run times the real step
     mode = progress_mode(progress)
     with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
-        units = plan_study(study, progress=mode == "live").units
+        planned = plan_study(study, progress=mode == "live")
         say("timing the plan on this machine")
-        return estimate_study(study, units, workers, say)
+        estimate = estimate_study(study, planned.units, workers, say)
+    estimate.notes[:0] = planned.notes  # what the plan does that the spec does not show
+    return estimate
 
 
 def estimate_study(
@@ -147,11 +158,14 @@ def estimate_study(
         steps: dict[str, StepTiming] = {}
         job_s: dict[tuple[str, str, str | None], float] = {}
         rows, costs = [], {"mid": ([], []), "low": ([], []), "high": ([], [])}
-        reused = {u.run_id: s for u in units if not u.done and (s := reusable(study, u))}
-        runs = [u for u in units if isinstance(u, RunUnit) and to_train(u, reused)]
+        changed, notes = code_notes(study, units)
+        redone = {c.unit.run_id for c in changed if c.job is None}
+        stale = {c.job.job_id for c in changed if c.job is not None}
+        reused = {u.run_id: s for u in units if not done(u, redone) and (s := reusable(study, u))}
+        runs = [u for u in units if isinstance(u, RunUnit) and to_train(u, reused, redone)]
         for unit in units:
             pretrain = {"mid": 0.0, "low": 0.0, "high": 0.0}
-            if isinstance(unit, RunUnit) and to_train(unit, reused):
+            if isinstance(unit, RunUnit) and to_train(unit, reused, redone):
                 if unit.label not in steps:  # seeds of one entry cost the same
                     say(f"timing {unit.label}'s steps ({len(steps) + 1} of {len(runs)} objectives)")
                     steps[unit.label] = time_steps(study, unit)
@@ -166,7 +180,7 @@ def estimate_study(
                 }
             finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
             for job in study.jobs(unit, ready_only=False):
-                if evaluated(study, job):
+                if unit.run_id not in redone and evaluated(study, unit, job, stale):
                     continue
                 task_key = (str(unit.variant), job.task, job.reference)
                 if task_key not in job_s:
@@ -181,10 +195,10 @@ def estimate_study(
                 for key, cost in scaled.items():
                     finetune[key] += cost
                     costs[key][1].append(cost)
-            if to_train(unit, reused):
+            if to_train(unit, reused, redone):
                 for key in costs:
                     costs[key][0].append(pretrain[key])
-            rows.append(plan_row(study, unit, pretrain["mid"], finetune["mid"], reused))
+            rows.append(plan_row(study, unit, pretrain["mid"], finetune["mid"], reused, redone))
     load = f"{load_before} before timing, {machine_load()} after"
     how = (
         f"each objective's training step timed on 1 thread in CPU time (the median of "
@@ -201,8 +215,32 @@ def estimate_study(
     serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
     walls = {key: makespan(*costs[key], workers, schedule) for key in costs}
     return StudyEstimate(
-        rows, serial, walls["mid"], how, (walls["low"], walls["high"]), load, str(study.device)
+        rows,
+        serial,
+        walls["mid"],
+        how,
+        (walls["low"], walls["high"]),
+        load,
+        str(study.device),
+        notes,
     )
+
+
+def code_notes(study: Study, units: list[Unit]) -> tuple[list[Any], list[str]]:
+    """The finished work whose code changed since (``code_change.code_changes``) that the run
+    will redo (none with ``--keep-code-changes``), and the dry run's lines about it: one per
+    change, one for work that records no code."""
+    changes, unrecorded = code_changes(study, units)
+    how = f"kept ({KEEP_OPTION})" if study.keep_code_changes else "re-run"
+    notes = [f"{c.line(study.layout.root)}: {how}" for c in changes]
+    notes += [unrecorded_line(unrecorded)] if unrecorded else []
+    return ([] if study.keep_code_changes else changes), notes
+
+
+def done(unit: Unit, redone: set[str]) -> bool:
+    """Whether ``unit`` is finished here and stays so: not one whose code changed since, which
+    the run moves aside and redoes (``redone``: their run ids, from ``code_notes``)."""
+    return unit.done and unit.run_id not in redone
 
 
 def reusable(study: Study, unit: Unit) -> str | None:
@@ -211,24 +249,31 @@ def reusable(study: Study, unit: Unit) -> str | None:
     return reusable_from(study, unit) if study.reuse else None
 
 
-def to_train(unit: Unit, reused: dict[str, str]) -> bool:
-    """Whether the run will train ``unit`` (not finished here, none to copy from beside)."""
-    return not unit.done and unit.run_id not in reused
+def to_train(unit: Unit, reused: dict[str, str], redone: set[str] = frozenset()) -> bool:
+    """Whether the run will train ``unit`` (not finished here, or finished by code that has
+    changed since: ``redone``; and none to copy from beside)."""
+    return not done(unit, redone) and unit.run_id not in reused
 
 
-def evaluated(study: Study, job: EvaluationJob) -> bool:
-    """Whether ``job`` is finished here, or in a study beside that the run copies it from."""
-    if study.layout.finetune_record(job.job_id).exists():
+def evaluated(study: Study, unit: Unit, job: EvaluationJob, stale: set[str] = frozenset()) -> bool:
+    """Whether ``job`` is finished here (and its code has not changed since: ``stale``), or in a
+    study beside, by the code now, that the run copies it from."""
+    if job.job_id not in stale and study.layout.finetune_record(job.job_id).exists():
         return True
-    return study.reuse and finished_record(study, job.job_id) is not None
+    return study.reuse and finished_record(study, job.job_id, job_code(unit, job)) is not None
 
 
 def plan_row(
-    study: Study, unit: Unit, pretrain_s: float, finetune_s: float, reused: dict[str, str]
+    study: Study,
+    unit: Unit,
+    pretrain_s: float,
+    finetune_s: float,
+    reused: dict[str, str],
+    redone: set[str] = frozenset(),
 ) -> dict[str, Any]:
     """One unit's line of the plan; ``status`` says whether it is done, copied from a study
     beside, or to do, and ``not_reused`` why a near run beside is not copied (or None)."""
-    status = "done" if unit.done else "to do"
+    status = "done" if done(unit, redone) else "to do"
     if unit.run_id in reused:
         status = f"reused from {reused[unit.run_id]}"
     near = None

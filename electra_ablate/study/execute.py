@@ -35,6 +35,7 @@ from electra_ablate.study.building import (
     write_baseline_kept,
     write_run_json,
 )
+from electra_ablate.study.code_change import job_code, write_unit_code
 from electra_ablate.study.context import Study
 from electra_ablate.study.integrity import load_study_kept
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn
@@ -69,6 +70,7 @@ def pretrain(
         return failed
     layout.root.mkdir(parents=True, exist_ok=True)
     write_run_json(unit)
+    write_unit_code(unit)  # beside the id, which names no code (``study.code_change``)
     layout.failed.unlink(missing_ok=True)
     dist = study.dist
     event = unit_event(unit)
@@ -103,6 +105,7 @@ def pretrain(
 def make_baseline(study: Study, unit: BaselineUnit) -> dict[str, Any]:
     """Save the variant's backbone, freshly initialised, as a checkpoint to fine-tune."""
     if not unit.done:
+        write_unit_code(unit)
         write_baseline_kept(unit)
     return {"status": "done", "message": "", "steps": 0, "flops_paper": 0.0, "flops_standard": 0.0}
 
@@ -122,7 +125,8 @@ def run_unit(study: Study, unit: Unit, progress: bool | ProgressMode | None, **k
 def evaluate(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     """Evaluate one checkpoint on one task with one seed (or read back its record)."""
     path = study.layout.finetune_record(job.job_id)
-    if not path.exists() and study.reuse and (record := finished_record(study, job.job_id)):
+    code = job_code(unit, job)  # beside the id: a record beside made by other code is not this
+    if not path.exists() and study.reuse and (record := finished_record(study, job.job_id, code)):
         atomic_write_text(path, json.dumps(record, indent=1))  # same id: same evaluation
     if (record := read_record(path, FINETUNE_KEYS)) is not None:  # a damaged one: redone
         return record
@@ -130,7 +134,7 @@ def evaluate(study: Study, unit: Unit, job: EvaluationJob) -> dict[str, Any]:
     log_event(study, "start", event)
     try:
         kept = None if job.reference is not None else load_study_kept(study, unit, job.fraction)
-        record = run_job(job, study.device, kept=kept)
+        record = run_job(job, study.device, kept=kept) | {"code": code}
         atomic_write_text(path, json.dumps(record, indent=1))
     except Exception:  # not an interruption: that leaves a start with no end, work cut short
         log_event(study, "end", event, status="failed")

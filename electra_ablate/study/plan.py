@@ -16,7 +16,9 @@ from dataclasses import dataclass, replace
 from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.run import reference_run_id
 from electra_ablate.evaluation.task import family_of, get_task
-from electra_ablate.pretraining.engine.plan import plan_run
+from electra_ablate.infra.errors import SpecError
+from electra_ablate.pretraining.engine.optim import warmup_beyond_run
+from electra_ablate.pretraining.engine.plan import budget_rounding, plan_run
 from electra_ablate.pretraining.flops import training_flops
 from electra_ablate.pretraining.objective import Objective
 from electra_ablate.pretraining.registry import build_on_meta
@@ -47,6 +49,34 @@ class StudyPlan:
     def base(self) -> VariantData:
         """The base spec's data (the first variant's): what ``study.json`` describes."""
         return self.variants[0][2]
+
+    @property
+    def notes(self) -> list[str]:
+        """What the plan does that the spec's settings alone do not show, one line each (the
+        dry run prints them, a run warns them): a budget rounded far from whole steps, a
+        warm-up longer than a run (``pretrain.warmup_beyond_run``), ``task_epochs`` overriding
+        ``epochs``."""
+        lines: list[str] = []
+        for variant, spec, _ in self.variants:
+            lines += [variant_note(variant, line) for line in spec.plan_notes()]
+        for unit in self.units:
+            if not isinstance(unit, RunUnit):
+                continue
+            label = variant_label(unit.label, unit.variant)
+            rounded = budget_rounding(
+                unit.plan, unit.config["budget_flops"], unit.config["convention"]
+            )
+            if rounded is not None:
+                lines.append(f"{label}: {rounded}")
+            pretrain = unit.spec.pretrain
+            stages = len(unit.plan.stage_steps)
+            for short in warmup_beyond_run(unit.plan, pretrain):
+                lines.append(f"{label}: {short.describe(pretrain, stages)} (warmup_beyond_run)")
+        return list(dict.fromkeys(lines))  # seeds of one objective plan alike
+
+
+def variant_note(variant: str | None, line: str) -> str:
+    return line if variant is None else f"variant {variant}: {line}"
 
 
 def plan_study(study: Study, progress: bool = False) -> StudyPlan:
@@ -126,7 +156,8 @@ def run_unit(
     budget: float,
     data: VariantData,
 ) -> RunUnit:
-    """One pre-training run, named by a hash of everything that changes its result."""
+    """One pre-training run, named by a hash of everything that changes its result. A warm-up
+    longer than the run is refused here, before anything trains, unless the spec allows it."""
     objective = objective_on_meta(entry, data)
     plan = plan_run(
         objective,
@@ -136,6 +167,15 @@ def run_unit(
         data.backbone.max_seq_len,
         spec.budget.checkpoints,
     )
+    short = warmup_beyond_run(plan, spec.pretrain)
+    if short and not spec.pretrain.warmup_beyond_run:
+        where = variant_note(variant, f"`{entry.display}`")
+        raise SpecError(
+            f"{where}: pretrain.warmup_steps is longer than the run "
+            f"({short[0].describe(spec.pretrain, len(plan.stage_steps))}); set "
+            "pretrain.warmup_beyond_run: true if the run is meant as the first steps of a "
+            "longer schedule, or shorten pretrain.warmup_steps"
+        )
     config = {
         "objective": entry.name,
         "params": objective.params.model_dump(),

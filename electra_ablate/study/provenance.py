@@ -1,7 +1,9 @@
 """``study.json``: what ran, on what, where, when and with which resolved spec, so a report
 can say all of it and a reader can re-run it; and which data (``data_fingerprints``) and
 evaluation data (``evaluation_fingerprints``) its results were made with, so that a merge never
-joins results made with other data (``electra_ablate.study.data_identity``)."""
+joins results made with other data (``electra_ablate.study.data_identity``); and finished work
+kept although its code changed since (``code_changes``, ``--keep-code-changes``) or recording no
+code (``code_unrecorded``: ``electra_ablate.study.code_change``)."""
 
 from __future__ import annotations
 
@@ -59,6 +61,10 @@ def write_study_json(study: Study, plan: StudyPlan, started: float, finished: fl
         "finished": iso(finished),
         "wall_s": finished - started,
     }
+    if study.code_changes:  # kept under --keep-code-changes (``code_change``): the report says
+        info["code_changes"] = study.code_changes
+    if study.code_unrecorded:
+        info["code_unrecorded"] = study.code_unrecorded
     atomic_write_text(study.layout.study_json, json.dumps(info, indent=2, default=str))
 
 

@@ -11,6 +11,10 @@ land 0.1% apart in FLOPs). ``near_run`` finds, for a unit about to be trained, t
 run of the same objective and seed beside it that differs least, and names the first field
 that differs with both values: what ``ablate run --dry-run`` prints so that a researcher can
 make the two specs agree (for the budget: the same ``budget.flops`` in both).
+
+An id names no code, so a run or evaluation beside with this id whose recorded code differs from
+the code now (``electra_ablate.study.code_change``) is not this one: it is never copied, and the
+dry run says so. One that records no code (made before code was recorded) is copied.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate.checkpoints.kept_files import kept_problem, weights_elsewhere
+from electra_ablate.infra.code_identity import code_difference
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
+from electra_ablate.study.code_change import job_code, job_difference, recorded_code, unit_code
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import FINETUNE_KEYS, record_problem, warn
 from electra_ablate.study.units import BASELINE_FRACTION, RunUnit, Unit
@@ -81,7 +87,17 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
 
 def identical_finished(study: Study, unit: Unit) -> Iterator[tuple[Path, RunLayout]]:
     """Each finished unit with ``unit``'s id in a study beside this one, with its study folder,
-    studies by name; its encoders are not checked here (``reuse_problem``)."""
+    studies by name, that was made by the code now (or records none: ``code_change``); its
+    encoders are not checked here (``reuse_problem``)."""
+    now = unit_code(unit) or {}
+    for study_dir, found in same_id_finished(study, unit):
+        recorded = recorded_code(found)
+        if recorded is None or code_difference(recorded, now) is None:
+            yield study_dir, found
+
+
+def same_id_finished(study: Study, unit: Unit) -> Iterator[tuple[Path, RunLayout]]:
+    """Each finished unit with ``unit``'s id in a study beside this one, whatever its code."""
     pattern = ("pretrain/*-" if isinstance(unit, RunUnit) else "baseline/*-") + unit.run_id
     for study_dir in sibling_studies(study):
         for source in sorted(study_dir.glob(pattern)):
@@ -132,17 +148,23 @@ def needed_fractions(study: Study, unit: Unit) -> set[float]:
         job.fraction
         for job in study.jobs(unit, ready_only=False)
         if not study.layout.finetune_record(job.job_id).exists()
-        and finished_record(study, job.job_id) is None
+        and finished_record(study, job.job_id, job_code(unit, job)) is None
     }
 
 
-def finished_record(study: Study, job_id: str) -> dict[str, Any] | None:
+def finished_record(
+    study: Study, job_id: str, code: dict[str, Any] | None = None
+) -> dict[str, Any] | None:
     """A finished evaluation with this id in a study beside this one (the first by name), or
-    None; a damaged record is passed over. The same id is the same checkpoint, task and seed.
-    Asked only where this study has no record of it, so its own folder never matches."""
+    None; a damaged record is passed over, and so is one whose recorded code differs from
+    ``code`` (``code_change.job_code``: the code it would be made with here). The same id is the
+    same checkpoint, task and seed. Asked only where this study has no record of it, so its own
+    folder never matches."""
     for other in sorted(study.layout.root.parent.glob(f"*/finetune/{job_id}.json")):
         record, _ = record_problem(other, FINETUNE_KEYS)
         if record and record["status"] == "done":
+            if code is not None and job_difference(record.get("code"), code) is not None:
+                continue
             return record
     return None
 
@@ -161,7 +183,13 @@ class NearRun:
 
     def describe(self) -> str:
         """``not reused from <study>/<folder>: budget_flops is 7.871e+10 here, 7.88e+10
-        there (1 field differs); to share it, …``."""
+        there (1 field differs); to share it, …``; for the same id made by other code, what
+        changed (``field`` is ``code``)."""
+        if self.field == "code":
+            return (
+                f"not reused from {self.study}/{self.folder}: the same run, but made by other "
+                f"code ({self.there}): trained here"
+            )
         others = "" if self.differences == 1 else f", and {self.differences - 1} more field(s)"
         how = HOW_TO_SHARE.get(self.field.split(".")[0], f"make `{self.field}` agree")
         how = how.format(there=self.there)
@@ -186,8 +214,12 @@ def near_run(study: Study, unit: RunUnit) -> NearRun | None:
             if config.get("objective") != unit.objective or config.get("seed") != unit.seed:
                 continue
             diff = differing_fields(unit.config, config)
-            if not diff:
-                return None  # identical: reused, nothing to explain
+            if not diff:  # identical: reused, nothing to explain, unless its code differs
+                recorded = recorded_code(run)
+                what = code_difference(recorded, unit_code(unit) or {}) if recorded else None
+                if what is None:
+                    return None
+                return NearRun(study_dir.name, folder.name, "code", None, what, 0)
             if best is None or len(diff) < best.differences:
                 field, here, there = diff[0]
                 best = NearRun(study_dir.name, folder.name, field, here, there, len(diff))

@@ -8,7 +8,8 @@ count-based detector scored on the same data). Their evaluations are
 Each is named by a hash of exactly what changes its result, so re-running a study skips
 finished work, resumes unfinished work, and an edit re-runs only what it changes. How often a
 run logs, evaluates or saves state, and how many threads it uses, are not part of that
-identity.
+identity; nor is the code that computes it, which is recorded beside the id and checked before
+finished work is reused (``electra_ablate.study.code_change``).
 """
 
 from __future__ import annotations

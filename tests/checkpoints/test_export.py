@@ -170,3 +170,18 @@ def test_export_command(tmp_path):
     nowhere = [str(tmp_path / "nope"), "--out", str(tmp_path / "x")]
     missing = CliRunner().invoke(app, ["export", *nowhere])
     assert isinstance(missing.exception, AblateError) and "missing" in str(missing.exception)
+
+
+def test_export_refuses_a_kept_vocab_txt_that_disagrees_with_tokenizer_json(tmp_path):
+    """A kept encoder whose vocab.txt was cut (copied from a damaged cache, manifest and all)
+    would export a folder that tokenizes differently depending on the file a reader takes."""
+    kept_dir = make_kept_dir(tmp_path, "discriminator", 16)
+    vocab = tmp_path / "tok" / "vocab.txt"
+    lines = vocab.read_text(encoding="utf-8").splitlines(keepends=True)
+    vocab.write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    damaged = tmp_path / "damaged"
+    save_kept(damaged, load_kept(kept_dir).model, tmp_path / "tok", {"objective": "test"})
+    with pytest.raises(AblateError, match=r"vocab.txt has \d+ tokens, its tokenizer.json \d+") as e:
+        export_hf(damaged, tmp_path / "hf")
+    assert str(e.value).startswith(f"cannot export {damaged}:") and e.value.exit_code == 2
+    assert not (tmp_path / "hf").exists()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import random
 import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -12,78 +12,28 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import typer
+from cache_damage import rewrite_split, swap_two_words, write_wiki
 from typer.testing import CliRunner
 
 from electra_ablate.backbone.tokens import SPECIAL_TOKENS, SpecialTokens
 from electra_ablate.commands.data import register
 from electra_ablate.data import pretraining
 from electra_ablate.data.batches import column_matrix
+from electra_ablate.data.bundle import (
+    BUNDLE_FILE,
+    BUNDLE_FORMAT,
+    BUNDLE_VERSION,
+    CACHE_VARIABLE,
+    data_settings,
+)
 from electra_ablate.data.config import DataSpec
+from electra_ablate.data.packing import PackingConfig
 from electra_ablate.data.pretraining import prepare_pretraining
 from electra_ablate.data.tokenizer import load_tokenizer
 from electra_ablate.infra.errors import DataError
+from electra_ablate.infra.locks import FolderLock
 
-WORDS = [
-    "the",
-    "a",
-    "river",
-    "town",
-    "old",
-    "new",
-    "king",
-    "queen",
-    "walked",
-    "found",
-    "built",
-    "songs",
-    "of",
-    "in",
-    "and",
-    "over",
-    "under",
-    "village",
-    "mountain",
-    "sailed",
-    "wrote",
-    "famous",
-    "quiet",
-    "northern",
-    "bridge",
-    "market",
-    "church",
-    "school",
-    "born",
-    "played",
-    "team",
-    "season",
-    "league",
-    "music",
-    "album",
-    "released",
-    "station",
-    "railway",
-    "opened",
-]
 SEQ = 32
-
-
-def write_wiki(path: Path, documents: int, seed: int = 0) -> None:
-    """A WikiExtractor-style file: a stub every fifth article, capitalised sentences."""
-    rng = random.Random(seed)
-    blocks = []
-    for d in range(documents):
-        title = f"Article {d}"
-        body = []
-        if d % 5:
-            for _ in range(rng.randint(1, 4)):
-                sentences = [
-                    " ".join(rng.choices(WORDS, k=rng.randint(4, 14))).capitalize() + "."
-                    for _ in range(rng.randint(1, 5))
-                ]
-                body.append(" ".join(sentences))
-        blocks.append(f'<doc id="{d}" url="?curid={d}" title="{title}">\n{title}\n\n')
-        blocks.append("\n".join(body) + "\n</doc>\n")
-    path.write_text("".join(blocks), encoding="utf-8")
 
 
 def data_spec(tmp_path: Path, **tokenizer) -> DataSpec:
@@ -251,3 +201,110 @@ def test_cli_data_prepare_prints_corpus_and_glue_tables(spec_dir: Path):
         next((spec_dir / "cache" / "pretraining").glob("*/summary.json")).read_text()
     )
     assert f"{summary['sequences']['train']:,}" in result.output
+
+
+# A cache entry is checked every time it is used: damage is rebuilt (or, in a bundle, refused).
+
+
+def test_packed_ids_overwritten_in_place_are_noticed_and_rebuilt(spec_dir: Path, capsys):
+    built = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    original = column_matrix(built.train, "input_ids").tolist()
+    rewrite_split(built.packed_dir / "train", swap_two_words)
+    capsys.readouterr()
+
+    again = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    warning = capsys.readouterr().err.strip()
+    assert warning.startswith(f"warning: {built.packed_dir} does not match its recorded")
+    assert warning.endswith("rebuilding it") and len(warning.splitlines()) == 1
+    assert again.summary["fingerprint"] == built.summary["fingerprint"]
+    assert column_matrix(again.train, "input_ids").tolist() == original
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["hashes-recorded", "built-before-hashes"])
+def test_a_vocab_txt_cut_to_half_is_noticed_and_rebuilt(spec_dir: Path, capsys, recorded):
+    built = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    vocab = built.tokenizer_dir / "vocab.txt"
+    whole = vocab.read_text(encoding="utf-8")
+    lines = whole.splitlines(keepends=True)
+    vocab.write_text("".join(lines[: len(lines) // 2]), encoding="utf-8")
+    if not recorded:  # a cache built before the hashes were recorded: the files still disagree
+        meta = json.loads((built.tokenizer_dir / "meta.json").read_text())
+        meta.pop("files", None)
+        (built.tokenizer_dir / "meta.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+
+    again = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    warning = capsys.readouterr().err.strip()
+    assert warning.startswith(f"warning: {built.tokenizer_dir}: its vocab.txt")
+    assert warning.endswith("rebuilding it") and len(warning.splitlines()) == 1
+    assert vocab.read_text(encoding="utf-8") == whole
+    assert again.summary["fingerprint"] == built.summary["fingerprint"]
+
+
+def test_out_of_vocabulary_ids_are_one_line_not_an_index_error(spec_dir: Path, capsys):
+    built = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    rewrite_split(built.packed_dir / "heldout", lambda ids: ids.__setitem__((0, 1), 10**6))
+    # the record rewritten to match, so only the ids' range can tell
+    summary = json.loads((built.packed_dir / "summary.json").read_text())
+    damaged = pretraining.read_arrow_split(built.packed_dir / "heldout")
+    summary["fingerprint"] = pretraining.data_fingerprint(
+        built.tokenizer_dir, {"train": built.train, "heldout": damaged}
+    )
+    (built.packed_dir / "summary.json").write_text(json.dumps(summary))
+    with pytest.raises(DataError, match=r"holds token id 1000000, outside its"):
+        pretraining.load_prepared(built.tokenizer_dir, built.packed_dir)
+    capsys.readouterr()
+
+    again = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    assert "holds token id 1000000" in capsys.readouterr().err
+    assert int(column_matrix(again.heldout, "input_ids").max()) < again.vocab_size
+
+
+def test_a_damaged_bundle_is_refused_in_one_line(spec_dir: Path, monkeypatch):
+    built = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    bundle = spec_dir / "bundle"
+    folders = {"tokenizer": built.tokenizer_dir, "packed": built.packed_dir}
+    for folder in folders.values():
+        shutil.copytree(folder, bundle / folder.parent.name / folder.name)
+    spec = data_spec(spec_dir).model_copy(update={"cache_dir": None})
+    entry = {
+        "settings": data_settings(spec, SEQ, PackingConfig().as_dict()),
+        **{k: f"{f.parent.name}/{f.name}" for k, f in folders.items()},
+    }
+    manifest = {"format": BUNDLE_FORMAT, "version": BUNDLE_VERSION, "data": [entry]}
+    (bundle / BUNDLE_FILE).write_text(json.dumps(manifest))
+    monkeypatch.setenv(CACHE_VARIABLE, str(bundle))
+    assert prepare_pretraining(spec, SEQ, spec_dir=spec_dir).summary == built.summary
+
+    rewrite_split(bundle / "pretraining" / built.packed_dir.name / "train", swap_two_words)
+    with pytest.raises(DataError) as refused:
+        prepare_pretraining(spec, SEQ, spec_dir=spec_dir)
+    message = str(refused.value)
+    assert "does not match its recorded fingerprint" in message and "\n" not in message
+    assert f"the data bundle {bundle} is damaged" in message
+    assert "`ablate data prepare SPEC --bundle DIR`" in message
+    assert refused.value.exit_code == 2
+
+
+def test_leftovers_of_interrupted_builds_are_removed_and_live_builds_kept(spec_dir: Path):
+    built = prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    cache = spec_dir / "cache"
+    killed = [  # what a build killed mid-way (or mid-swap) leaves beside its entry
+        cache / "tokenizers" / f".{built.tokenizer_dir.name}.k2j4xq.tmp",
+        cache / "pretraining" / f".{built.packed_dir.name}.8fh3_a.tmp",
+        cache / "pretraining" / f".{'0' * 20}.old",
+    ]
+    live = cache / "pretraining" / f".{'1' * 20}.q9z8wm.tmp"
+    for folder in [*killed, live]:
+        (folder / "train").mkdir(parents=True)
+    with FolderLock(cache / "pretraining" / f".{'1' * 20}.lock"):  # a build still running
+        prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    assert [p for p in killed if p.exists()] == []
+    assert live.is_dir()
+    assert cache_entries(spec_dir, "tokenizers") == [built.tokenizer_dir.name]
+
+
+def test_a_build_leaves_no_lock_file(spec_dir: Path):
+    prepare_pretraining(data_spec(spec_dir), SEQ, spec_dir=spec_dir)
+    cache = spec_dir / "cache"
+    assert sorted(p.name for p in cache.rglob(".*")) == []

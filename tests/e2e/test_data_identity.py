@@ -26,6 +26,8 @@ import pytest
 from ablate_cli import needs_extra
 
 from electra_ablate.analysis.results import KEY_COLUMNS
+from electra_ablate.data.paths import file_hash
+from electra_ablate.data.pretraining import data_fingerprint, read_arrow_split
 
 pytestmark = pytest.mark.slow
 
@@ -133,12 +135,27 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 def other_build(cache: Path, into: Path) -> Path:
     """A copy of ``cache`` whose tokenizer numbers two tokens the other way round: the same
-    settings, other data (as two builds of the old, non-deterministic trainer gave)."""
+    settings, other data (as two builds of the old, non-deterministic trainer gave), built
+    whole: both tokenizer files agree and the records of them (the hashes in ``meta.json``,
+    the fingerprint in ``summary.json``) are the new files', so it is not a damaged cache."""
     shutil.copytree(cache, into)
-    (vocab,) = into.glob("tokenizers/*/vocab.txt")
-    lines = vocab.read_text(encoding="utf-8").splitlines(keepends=True)
+    (folder,) = into.glob("tokenizers/*/")
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines(keepends=True)
     lines[-1], lines[-2] = lines[-2], lines[-1]
-    vocab.write_text("".join(lines), encoding="utf-8")
+    (folder / "vocab.txt").write_text("".join(lines), encoding="utf-8")
+    tokenizer = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    vocab = tokenizer["model"]["vocab"]
+    a, b = lines[-1].rstrip("\n"), lines[-2].rstrip("\n")
+    vocab[a], vocab[b] = vocab[b], vocab[a]
+    (folder / "tokenizer.json").write_text(json.dumps(tokenizer), encoding="utf-8")
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["files"] = {name: file_hash(folder / name) for name in meta["files"]}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    for packed in into.glob("pretraining/*/"):
+        splits = {s: read_arrow_split(packed / s) for s in ("train", "heldout")}
+        summary = json.loads((packed / "summary.json").read_text())
+        summary["fingerprint"] = data_fingerprint(folder, splits)
+        (packed / "summary.json").write_text(json.dumps(summary))
     return into
 
 

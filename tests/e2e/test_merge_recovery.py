@@ -137,7 +137,8 @@ def merge_with_file_limit(limit: int, *args: object) -> subprocess.CompletedProc
 def test_a_merge_stopped_by_a_full_disk_is_finished_by_the_same_command(smoke, tmp_path):
     source = copy_of(smoke, tmp_path / "source")
     last = sorted((source / "pretrain").iterdir())[-1]  # written after most other units
-    (last / "train.log").write_bytes(b"x" * 200_000)  # a file that does not fit
+    # a record a merge carries (a run's library warnings), too large for the disk below
+    (last / "warnings.log").write_bytes(b"x" * 200_000)
     whole = tmp_path / "whole"
     assert ablate("merge", source, "--into", whole).returncode == 0
 

@@ -1,8 +1,9 @@
 """Results from another machine, on the real smoke study through the installed ``ablate``: the
 study packs into one small archive with no weights; a pack merged into an empty folder, or two
 partial folders merged, give the original tables and report, and ``--collect`` reads the result;
-a conflicting unit, another spec's pack and a damaged pack are refused in one line, exit 2,
-with the target folder unchanged to the byte."""
+a conflicting unit, another spec's pack, a damaged pack and a crafted one (a training state
+whose rng.pt is a pickle that runs code, a member over the size limit) are refused in one line,
+exit 2, with the target folder unchanged to the byte."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import polars as pl
 import pytest
 import yaml
 from ablate_cli import E2E, SMOKE, ablate, one_line_error
+from crafted_packs import crafted
 
 from electra_ablate.analysis.results import KEY_COLUMNS
 
@@ -261,6 +263,32 @@ def test_a_truncated_pack_is_refused_and_the_target_is_unchanged(pack, merged, t
     before = snapshot(target)
     refused(ablate("merge", pack, truncated, "--into", target), str(truncated), "not a whole")
     assert snapshot(target) == before
+
+
+def test_a_crafted_pack_is_refused_before_anything_is_written(pack, merged, tmp_path):
+    """A pack may carry only what `ablate pack` writes: a training state listed with its own
+    checksum used to be merged into its run's folder, where the next `ablate run` resumed it and
+    unpickled its rng.pt (this one writes a file when unpickled). And a pack's members are
+    bounded in size, here with the limit lowered so that the pack stays small."""
+    run = sorted(p for p in (merged / "pretrain").iterdir())[0].relative_to(merged)
+    state = f"{run.as_posix()}/states/step-000000009/rng.pt"
+    ran = tmp_path / "the-pickle-ran"
+    pickle = f"cbuiltins\nexec\n(Vopen({str(ran)!r}, 'w').close()\ntR.".encode()
+    bad = crafted(pack, tmp_path / "state.pack.tar.gz", {state: pickle})
+    target = copy_of(merged, tmp_path / "target")
+    before = snapshot(target)
+    line = refused(ablate("merge", bad, "--into", target), str(bad), state, "nothing was merged")
+    assert "is not a file `ablate pack` writes" in line
+    assert snapshot(target) == before and not ran.exists()
+
+    big = crafted(pack, tmp_path / "big.pack.tar.gz", {"notes.md": bytes(2 << 20)})
+    fresh = tmp_path / "fresh"
+    refused(
+        ablate("merge", big, "--into", fresh, "--max-member-mib", "1"),
+        "notes.md unpacks to 2.0 MiB, over the 1.0 MiB",
+        "--max-member-mib",
+    )
+    assert not fresh.exists()
 
 
 def test_records_of_an_earlier_spec_stay_out_of_the_tables(smoke, tmp_path):

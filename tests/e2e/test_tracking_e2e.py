@@ -7,9 +7,10 @@ The study is stopped with Ctrl-C while it pre-trains, run again to the end, then
 a task added: each unit still has exactly one MLflow run (found again by its tag) and one W&B
 run id, and what they hold is the study's own numbers: a curve as ``metrics.jsonl`` has it,
 every score as ``results.parquet`` has it. A copy of the study beside it (its units reused)
-gets runs of its own, and with MLflow pointed at a path it cannot write, says so in one
-warning line and finishes as the first did. A tracker whose package is missing is refused in
-one line before anything runs.
+gets runs of its own; with MLflow pointed at a path it cannot write and W&B's offline folder
+under a file, it says so in one warning line each, finishes as the first did and marks nothing
+sent to them, so that its next ``ablate run`` catches them up. A tracker whose package is
+missing is refused in one line before anything runs.
 
 W&B's offline ``run-<id>.wandb`` files are read back with the protobuf records W&B ships
 (``wandb.proto.wandb_internal_pb2``) from the LevelDB-style log they are written in.
@@ -24,7 +25,7 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import polars as pl
@@ -315,10 +316,13 @@ def test_tensorboard_has_the_curves_in_each_units_folder(tracked):
 
 
 @needs_trackers
-def test_a_failing_tracker_warns_once_and_a_reused_study_gets_runs_of_its_own(tracked):
+def test_failing_trackers_warn_once_each_and_a_later_run_catches_them_up(tracked):
     """A study beside the first with the same units (reused, not trained again) under another
-    name: its W&B runs are its own, TensorBoard comes from ``--tensorboard``, and MLflow, pointed
-    under a file, fails in one warning line while the study finishes with the same results."""
+    name, TensorBoard from ``--tensorboard``: MLflow pointed under a file fails, and W&B's
+    offline folder under a file (which W&B would quietly swap for the system's temporary one)
+    is said too, one warning line each, while the study finishes with the same results and its
+    ledgers mark nothing sent to either. The next ``ablate run``, both writable, trains nothing
+    and catches them up: the W&B runs are the study's own, with the reused units' curves."""
     blocker = tracked.root / "not-a-folder"
     blocker.write_text("")
     name = f"{STUDY}_again"
@@ -326,22 +330,39 @@ def test_a_failing_tracker_warns_once_and_a_reused_study_gets_runs_of_its_own(tr
     spec.write_text(yaml.safe_dump(micro_spec(name, ["wandb", "mlflow"])))
     out = tracked.out.parent / name
     env = tracker_env(tracked.env, tracked.root, f"file:{blocker / 'mlruns'}")
-    result = ablate("run", spec, "--out", out, "--no-progress", "--tensorboard", env=env)
+    args = ("run", spec, "--out", out, "--no-progress", "--tensorboard")
+    result = ablate(*args, env={**env, "WANDB_DIR": str(blocker / "wandb")})
     assert result.returncode == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(warnings) == 1 and warnings[0].startswith("warning: tracker mlflow failed"), warnings
-    assert "tracking: tracker mlflow failed" in "".join(
-        p.read_text() for p in out.glob("*/*/warnings.log")
-    )
+    warnings = sorted(line for line in result.stderr.splitlines() if line.strip())
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("warning: tracker mlflow failed"), warnings
+    assert warnings[1].startswith("warning: tracker wandb failed"), warnings
+    assert f"cannot write to {blocker / 'wandb'}" in warnings[1]
+    logged = "".join(p.read_text() for p in out.glob("*/*/warnings.log"))
+    assert "tracking: tracker mlflow failed" in logged and "tracking: tracker wandb" in logged
+    for ledger in out.glob("*/*/tracking.json"):  # nothing marked sent to the failed ones
+        (entry,) = json.loads(ledger.read_text()).values()
+        assert entry["tensorboard"]["curves"] or entry["tensorboard"]["items"], entry
+        for failed in ("wandb", "mlflow"):
+            assert not entry.get(failed, {}).get("curves"), entry
+            assert not entry.get(failed, {}).get("items"), entry
+    assert not any(run.groups == {name} for run in wandb_runs(tracked.root / "wandb").values())
     columns = ["run_id", "task", "finetune_seed", "checkpoint_fraction", "metric", "value"]
     first = pl.read_parquet(tracked.out / "results.parquet").filter(pl.col("task") == "rte")
     again = pl.read_parquet(out / "results.parquet")
     assert again.select(columns).sort(columns).equals(first.select(columns).sort(columns))
-    runs = wandb_runs(tracked.root / "wandb")
-    own = {run_id for run_id, run in runs.items() if run.groups == {name}}
-    assert len(own) == len(tracked.units) and not own & tracked.first_ids
     assert all(list(p.glob("events.out.tfevents.*")) for p in out.glob("*/*/tensorboard"))
     assert len(list(out.glob("*/*/tensorboard"))) == len(tracked.units)
+
+    later = ablate(*args, env=tracker_env(tracked.env, tracked.root, f"file:{blocker}-mlruns"))
+    assert later.returncode == 0 and later.stderr == "", later.stderr
+    runs = wandb_runs(tracked.root / "wandb")
+    own = {run_id: run for run_id, run in runs.items() if run.groups == {name}}
+    assert len(own) == len(tracked.units) and not set(own) & tracked.first_ids
+    (bert,) = [run for run in own.values() if run.config["objective"] == "bert_mlm"]
+    folder = unit_folder(replace(tracked, out=out), bert.config["run_id"])
+    assert sorted(curve(bert.history, "train/loss")) == jsonl_curve(folder, "train", "loss")
+    assert len(mlflow_runs(f"file:{blocker}-mlruns", name)) == len(tracked.units)
 
 
 @needs_trackers

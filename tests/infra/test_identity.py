@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from electra_ablate.infra.identity import (
+    ALLOWING_FIELDS,
     IDENTITY_EXCLUDED,
     REPORTING_FIELDS,
     RUNNING_FIELDS,
@@ -34,6 +35,7 @@ def test_a_path_counts_as_its_text():
     assert config_hash({"corpus": Path("data/corpus")}) == config_hash({"corpus": "data/corpus"})
 
 
-def test_the_excluded_fields_are_the_reporting_and_the_running_ones():
-    assert IDENTITY_EXCLUDED == REPORTING_FIELDS | RUNNING_FIELDS
+def test_the_excluded_fields_are_the_reporting_the_running_and_the_allowing_ones():
+    assert IDENTITY_EXCLUDED == REPORTING_FIELDS | RUNNING_FIELDS | ALLOWING_FIELDS
     assert not REPORTING_FIELDS & RUNNING_FIELDS
+    assert not (REPORTING_FIELDS | RUNNING_FIELDS) & ALLOWING_FIELDS

@@ -19,9 +19,18 @@ import polars as pl
 import pytest
 import yaml
 from ablate_cli import SMOKE, ablate, needs_ablate, one_line_error
+from crafted_packs import crafted
 
 from electra_ablate import __version__
-from electra_ablate.scaleout.packs import spec_fingerprint
+from electra_ablate.infra.archives import matches
+from electra_ablate.infra.errors import InputError
+from electra_ablate.scaleout.packs import (
+    CARRIED,
+    PACK_LIMITS,
+    read_pack,
+    select_files,
+    spec_fingerprint,
+)
 from electra_ablate.spec import parse_spec
 
 pytestmark = needs_ablate
@@ -168,8 +177,8 @@ def damage(kind: str, good: Path, bad: Path) -> None:
 @pytest.mark.parametrize(
     ("kind", "says"),
     [
-        ("truncated", "not a whole .tar.gz"),
-        ("not an archive", "not a whole .tar.gz"),
+        ("truncated", "not a whole, readable archive"),
+        ("not an archive", "not a whole, readable archive"),
         ("no manifest", "no pack.json"),
         ("checksum mismatch", "finetune/j1.json does not match its checksum"),
         ("a file not in its manifest", "finetune/j9.json is not in its manifest"),
@@ -192,6 +201,53 @@ def test_a_damaged_or_unsafe_pack_is_refused_and_nothing_is_written(
     refused(ablate("merge", bad, "--into", fresh), str(bad))
     assert not fresh.exists()
     assert not (tmp_path / "escaped.json").exists() and not Path("/tmp/absolute.json").exists()
+
+
+PICKLE = b"cbuiltins\nexec\n(Vraise SystemExit('the pickle ran')\ntR."
+"""A pickle that runs code when loaded (protocol 0: ``exec(...)``)."""
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        f"{RUN}/states/step-000000009/rng.pt",
+        f"{RUN}/states/step-000000009/optimizer.pt",
+        f"{RUN}/states/step-000000009/model.safetensors",
+        f"{RUN}/kept/1/kept.safetensors",
+        f"{RUN}/kept/1/tokenizer.json",
+        f"{RUN}/rebuild/x/run.json",
+        f"{RUN}/weights.bin",
+        "jobs/1_submitted.pkl",
+        "finetune/j1.json.pt",
+        "evil.pt",
+    ],
+)
+def test_a_crafted_pack_carrying_what_pack_never_writes_is_refused_by_name(
+    good_pack, tmp_path, extra
+):
+    """Its checksums hold (they are the crafter's), so only the allow-list refuses it."""
+    bad = crafted(good_pack, tmp_path / "bad.tgz", {extra: PICKLE})
+    with pytest.raises(InputError, match=f"{extra} is not a file `ablate pack` writes"):
+        read_pack(bad)
+
+
+def test_what_pack_writes_is_what_merge_takes(study):
+    """The writer carries only ``CARRIED`` files, so every pack it writes reads back; a file
+    outside the list stays behind, named."""
+    (study / "evil.pt").write_bytes(PICKLE)
+    (study / RUN / "stray.pkl").write_bytes(PICKLE)
+    selection = select_files(study)
+    assert set(selection.files) == TRAVELS
+    assert all(matches(name, CARRIED) for name in selection.files)
+    assert selection.left["files a pack does not carry"][0] == 2
+
+
+def test_a_member_over_the_default_limit_is_refused_from_its_header(good_pack, tmp_path):
+    size = PACK_LIMITS.member_bytes + 1
+    bad = crafted(good_pack, tmp_path / "bomb.tgz", {"notes2.md": bytes(size)})
+    assert bad.stat().st_size < 1 << 20, "a small pack that would inflate to 64 MiB"
+    with pytest.raises(InputError, match="notes2.md unpacks to 64.0 MiB, over the 64.0 MiB"):
+        read_pack(bad)
 
 
 def test_merge_refuses_what_is_neither_a_pack_nor_a_study_folder(study, tmp_path):

@@ -4,15 +4,14 @@ committed command lost replayed, the planner's choices, untrusted packs, and gpu
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
 import pytest
+from crafted_packs import write_tar
 
 from electra_ablate.scaleout import replay
 from electra_ablate.scaleout.replay import Command, Item, Model, ReplayInputError
@@ -313,29 +312,23 @@ def test_records_carried_from_earlier_stretches_are_not_planned():
 # ----------------------------------------------------------------------------- untrusted packs
 
 
-def pack(path: Path, members: dict[str, bytes]) -> Path:
-    with tarfile.open(path, "w:gz") as archive:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-    return path
-
-
 def test_a_pack_is_read_in_memory_only_the_records_the_replay_needs(tmp_path):
-    path = pack(tmp_path / "p.pack.tar.gz", {
+    path = write_tar(tmp_path / "p.pack.tar.gz", {
         "study/plan.json": b"{}", "study/finetune/abc.json": b"{}",
-        "study/../../escape.json": b"{}", "/etc/plan.json": b"{}",
         "study/pretrain/r/weights.safetensors": b"x", "study/pretrain/r/done.json": b"{}",
     })  # fmt: skip
     assert set(replay.read_pack(path)) == {"plan.json", "finetune/abc.json", "pretrain/r/done.json"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.pack.tar.gz"]  # nothing extracted
+    for unsafe in ("study/../../escape.json", "/etc/plan.json"):  # refused, never skipped
+        bad = write_tar(tmp_path / "bad.pack.tar.gz", {"study/plan.json": b"{}", unsafe: b"{}"})
+        with pytest.raises(ReplayInputError, match="points outside its folder"):
+            replay.read_pack(bad)
 
 
 def test_an_oversized_or_broken_pack_is_one_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(replay, "MAX_MEMBER_BYTES", 10)
-    big = pack(tmp_path / "big.pack.tar.gz", {"study/study.json": b"{" + b" " * 20 + b"}"})
-    with pytest.raises(ReplayInputError, match="study.json is 22 bytes"):
+    big = write_tar(tmp_path / "big.pack.tar.gz", {"study/study.json": b"{" + b" " * 20 + b"}"})
+    with pytest.raises(ReplayInputError, match="study.json unpacks to 22 bytes"):
         replay.read_pack(big)
     broken = tmp_path / "broken.pack.tar.gz"
     broken.write_bytes(b"not a tar")
@@ -345,7 +338,7 @@ def test_an_oversized_or_broken_pack_is_one_clear_error(tmp_path, monkeypatch):
 
 def test_a_pack_declaring_more_than_it_may_inflate_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(replay, "MAX_UNPACKED_BYTES", 100)
-    path = pack(tmp_path / "p.pack.tar.gz", {"study/big.bin": b"0" * 200})
+    path = write_tar(tmp_path / "p.pack.tar.gz", {"study/big.bin": b"0" * 200})
     with pytest.raises(ReplayInputError, match="more than"):
         replay.read_pack(path)
 
@@ -357,7 +350,7 @@ def test_a_record_that_does_not_read_is_one_clear_error(tmp_path):
     (session / "session.json").write_text(json.dumps({"workers": 2, "phases": {}}))
     committed = replay.read_pack(next((SESSIONS / "2026-11-26-a").glob("*.pack.tar.gz")))
     members = {f"study/{k}": b"[1]" if k.endswith("done.json") else v for k, v in committed.items()}
-    pack(session / "s.pack.tar.gz", members)
+    write_tar(session / "s.pack.tar.gz", members)
     with pytest.raises(ReplayInputError, match="cannot read"):
         replay.read_sessions(tmp_path / "sessions")
 

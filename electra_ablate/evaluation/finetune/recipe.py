@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
+from pydantic import ConfigDict, Field, PositiveInt, field_validator, model_validator
 
 from electra_ablate.backbone.config import Precision
+from electra_ablate.infra.spec_model import SpecModel
 
 
-class FinetuneRecipe(BaseModel):
+class FinetuneRecipe(SpecModel):
     """Defaults are the paper's ELECTRA-Small GLUE recipe (Clark et al. 2020, Table 7).
 
     ``train_caps`` limits a task's training set (a fixed random subset, the same for every seed
@@ -110,6 +111,16 @@ class FinetuneRecipe(BaseModel):
 
     def epochs_for(self, task: str) -> int:
         return self.task_epochs.get(task, self.epochs)
+
+    def epochs_overridden(self, tasks: list[str]) -> dict[str, int]:
+        """The tasks of ``tasks`` that ``task_epochs`` gives other epochs than ``epochs``, with
+        theirs: the default gives RTE and STS-B 10 whatever ``epochs`` says (the paper's), so
+        a study that sets ``epochs`` is told (``StudySpec.plan_notes``)."""
+        return {
+            task: self.task_epochs[task]
+            for task in tasks
+            if task in self.task_epochs and self.task_epochs[task] != self.epochs
+        }
 
     def cap_for(self, task: str) -> int | None:
         return self.train_caps.get(task)

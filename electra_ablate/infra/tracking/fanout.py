@@ -6,23 +6,31 @@ something to send: a unit whose trackers are up to date costs no connection at a
 takes about a second to open).
 
 Nothing a tracker does can fail or stop a study. Every call goes through ``_guarded``: an
-exception (no network, a full disk, a server's error) prints one ``warning:`` line, which also
-goes to the unit's ``warnings.log``, and turns that tracker off for the rest of the process;
-the study's own files are written as before and remain the source of truth, and the ledger
-lets a later ``ablate run`` catch the tracker up. Only ``BaseException``s that are not errors
-(Ctrl-C, SIGTERM) go through.
+exception (no network, a full disk, a server's error, a folder it cannot write: a
+``TrackerProblem``) prints one ``warning:`` line naming the tracker, which also goes to the
+unit's ``warnings.log``, and turns that tracker off for the rest of the process; what it did
+not take is not marked sent in the ledger, so a later ``ablate run`` catches it up from the
+study's own files, which are written as before and remain the source of truth.
+
+That boundary also holds what a library may raise to end the process its own way: a
+``SystemExit`` is that tracker's failure, named (``SystemExit(1)``), never the study's end.
+Only the user's stop goes through: ``Interrupted`` (``ablate`` turns SIGINT and SIGTERM into
+it) and a ``KeyboardInterrupt`` where Ctrl-C raises one (SIGINT's handler is Python's own: a
+notebook, a script). Where it is not (under ``ablate``; in a worker, which ignores SIGINT), a
+``KeyboardInterrupt`` cannot be a Ctrl-C, so it is the library's, and a failure like any other.
 """
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import append_to_log, warn
 from electra_ablate.infra.tracking.ledger import Ledger
-from electra_ablate.infra.tracking.protocol import TrackedUnit, TrackerRun
+from electra_ablate.infra.tracking.protocol import TrackedUnit, TrackerProblem, TrackerRun
 from electra_ablate.infra.tracking.registry import open_tracker
 
 T = TypeVar("T")
@@ -119,9 +127,9 @@ class Tracking:
                 continue
             try:
                 sent = self._guarded(name, "logging", lambda r=run: call(r))
-            except BaseException:  # Ctrl-C inside the library: what it was given goes out when
-                note(name)  # the run is closed, so it counts as sent (at worst a point is
-                with contextlib.suppress(Exception):  # missing, never doubled)
+            except BaseException:  # the user's Ctrl-C inside the library: what it was given
+                note(name)  # goes out when the run is closed, so it counts as sent (at worst
+                with contextlib.suppress(Exception):  # a point is missing, never doubled)
                     self.ledger.save()
                 raise
             if sent:
@@ -153,11 +161,18 @@ class Tracking:
         except Exception as exc:  # noqa: BLE001 - a tracker's library may raise anything
             self._fail(name, doing, exc)
             return None
+        except SystemExit as exc:  # a library ending the process: its failure, not the study's
+            self._fail(name, doing, exc)
+            return None
+        except KeyboardInterrupt as exc:
+            if ctrl_c_raises_keyboard_interrupt():  # it may be the user's stop: it goes through
+                raise
+            self._fail(name, doing, exc)  # SIGINT raises something else here: the library's
+            return None
         return True if result is None else result  # type: ignore[return-value]
 
-    def _fail(self, name: str, doing: str, exc: Exception) -> None:
-        reason = (str(exc).strip().splitlines() or [""])[0][:200]
-        reason = f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+    def _fail(self, name: str, doing: str, exc: BaseException) -> None:
+        reason = described(exc)
         _OFF[name] = reason
         run = self._runs.pop(name, None)
         if run is not None and doing != "closing its run":
@@ -165,9 +180,30 @@ class Tracking:
                 run.close()
         line = (
             f"tracker {name} failed {doing} for {self.unit.label} ({reason}); it is off for the "
-            "rest of this process (the study's own files are complete; a later `ablate run` "
-            "catches it up)"
+            "rest of this process (the study's own files are complete; what it missed is not "
+            "marked sent, and a later `ablate run` catches it up)"
         )
         warn(line)
         with contextlib.suppress(OSError):  # the line is on stderr; the unit's log is a copy
             append_to_log(RunLayout(self.unit.folder).warnings_log, "tracking", [line])
+
+
+def ctrl_c_raises_keyboard_interrupt() -> bool:
+    """Whether SIGINT's handler is Python's own, so that a ``KeyboardInterrupt`` may be the
+    user's Ctrl-C (``ablate`` has it raise ``Interrupted``; a worker ignores it)."""
+    return signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def described(exc: BaseException) -> str:
+    """Why a tracker failed, in one phrase: a ``TrackerProblem`` as it says, an error as
+    ``Type: its first line``, and what would have ended the process as raised
+    (``SystemExit(1)``), saying so."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    if isinstance(exc, TrackerProblem):  # the project's own words, paths whole
+        return first or type(exc).__name__
+    first = first[:200]  # a library's may be anything
+    if isinstance(exc, Exception):
+        return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    args = ", ".join(repr(arg)[:200] for arg in exc.args)
+    raised = f"{type(exc).__name__}({args})" if args else type(exc).__name__
+    return f"it raised {raised}, which would have ended the study"

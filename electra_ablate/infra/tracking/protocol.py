@@ -4,9 +4,12 @@ engine and the study: a ``Tracker`` opens one ``TrackerRun`` per unit of a study
 named events (a kept checkpoint) and a close.
 
 A tracker never decides what is worth sending again: ``fanout.Tracking`` asks the unit's ledger
-first, and every call a tracker makes may fail (no network, a full disk) without harm, since the
-fan-out catches it. So a tracker is a thin adapter of its library, and its package is imported
-only in ``open``: naming it in a spec costs nothing until a unit is tracked.
+first, and every call a tracker makes may fail (no network, a full disk, even a ``SystemExit``)
+without harm, since the fan-out catches it and keeps what it missed unsent. A tracker that finds
+its library would keep what it is sent where nobody looks (W&B's offline runs in the temporary
+folder) raises a ``TrackerProblem`` saying so. So a tracker is a thin adapter of its library, and
+its package is imported only in ``open``: naming it in a spec costs nothing until a unit is
+tracked.
 """
 
 from __future__ import annotations
@@ -20,6 +23,11 @@ STEP_KEY = "pretrain_step"
 """The x-axis every tracker plots against: the pre-training step of a curve's row, or of the
 checkpoint an evaluation scored (0 for the baseline and the reference scorers), as the tables'
 ``pretrain_step`` column."""
+
+
+class TrackerProblem(Exception):  # noqa: N818 - a tracker's account, said as it is
+    """A tracker's own one-phrase account of why it cannot go on (W&B cannot write its offline
+    runs where asked): the fan-out's warning line gives it as it is, without a type name."""
 
 
 @dataclass(frozen=True)

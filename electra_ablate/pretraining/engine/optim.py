@@ -4,6 +4,7 @@ step, so a resumed run follows exactly the schedule of an uninterrupted one)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -57,3 +58,37 @@ def warmup_steps(spec: PretrainSpec, steps: int) -> int:
     if spec.warmup_steps is not None:
         return spec.warmup_steps
     return max(1, round(spec.warmup_fraction * steps)) if spec.warmup_fraction > 0 else 0
+
+
+@dataclass(frozen=True)
+class ShortRun:
+    """A stage shorter than its warm-up: its rate climbs for all of its ``steps`` and ends at
+    ``reached`` (the schedule's rate at its last step), below the peak."""
+
+    stage: int
+    steps: int
+    warmup: int
+    reached: float
+
+    def describe(self, spec: PretrainSpec, stages: int = 1) -> str:
+        """``warm-up 100000 steps > the run's 21: the rate reaches 1.05e-07 (2.1e-04 of the
+        5e-04 peak)``; a staged run names the stage."""
+        run = f"stage {self.stage + 1}'s" if stages > 1 else "the run's"
+        return (
+            f"warm-up {self.warmup} steps > {run} {self.steps}: the rate reaches "
+            f"{self.reached:.3g} ({self.reached / spec.learning_rate:.2g} of the "
+            f"{spec.learning_rate:.0e} peak)"
+        )
+
+
+def warmup_beyond_run(plan: RunPlan, spec: PretrainSpec) -> list[ShortRun]:
+    """Each stage of ``plan`` that ends before its warm-up does, with the highest rate it
+    reaches: refused at planning unless ``pretrain.warmup_beyond_run`` allows it, and then
+    stated (the dry run, the run, the report)."""
+    found = []
+    for stage, steps in enumerate(plan.stage_steps):
+        warmup = warmup_steps(spec, steps)
+        if warmup > steps:
+            last = plan.stage_start(stage) + steps - 1
+            found.append(ShortRun(stage, steps, warmup, learning_rate(plan, last, spec)))
+    return found

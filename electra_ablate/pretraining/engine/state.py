@@ -1,6 +1,12 @@
 """Resumable training state: weights, optimizer, every rank's RNG and the trainer's counters,
 written atomically with a checksum manifest so that a state is either whole or skipped.
 
+Nothing of a state is unpickled: weights are safetensors, the counters JSON, and
+``optimizer.pt`` and ``rng.pt`` hold only tensors, numbers and containers, read back with
+``torch.load(..., weights_only=True)`` (torch's random states are ``uint8`` tensors already, so
+states written before this rule read the same). A state's checksums are its own maker's, so a
+file that is more than that is refused as unreadable, never run.
+
 A run killed at any moment restarts from its newest state that verifies, and ends with the same
 weights as an uninterrupted run.
 """
@@ -105,6 +111,27 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"][: torch.cuda.device_count()])
 
 
+def read_rng(path: Path) -> list[dict[str, Any]]:
+    """``rng.pt``'s states, one per rank, each ``{"cpu": uint8 tensor, "cuda": [uint8 tensor,
+    ...]}``, loaded with ``weights_only=True`` (no pickle runs) and checked for that shape; a
+    ``ValueError`` otherwise (the state is then skipped as unreadable)."""
+    states = torch.load(path, map_location="cpu", weights_only=True)
+
+    def is_state(t: Any) -> bool:
+        return isinstance(t, torch.Tensor) and t.dtype == torch.uint8
+
+    if not isinstance(states, list) or not all(
+        isinstance(s, dict)
+        and is_state(s.get("cpu"))
+        and set(s) <= {"cpu", "cuda"}
+        and isinstance(s.get("cuda", []), list)
+        and all(is_state(t) for t in s.get("cuda", []))
+        for s in states
+    ):
+        raise ValueError(f"{path.name} does not hold one random state per rank")
+    return states
+
+
 def restore_rng(path: Path, rank: int, world_size: int, seed: int) -> None:
     """Restore this rank's random state from ``rng.pt`` (one state per rank that saved it).
 
@@ -113,7 +140,7 @@ def restore_rng(path: Path, rank: int, world_size: int, seed: int) -> None:
     The run then continues from its step, but its random draws (masks, samples) differ from an
     unbroken run with the saved number of ranks, which one warning line says.
     """
-    states = torch.load(path, weights_only=False)
+    states = read_rng(path)
     if rank < len(states):
         set_rng_state(states[rank])
     else:

@@ -7,6 +7,9 @@ for the rest of the process, and changes nothing the run writes. In process, wit
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,6 +18,8 @@ import pytest
 from ablate_cli import needs_extra
 from engine_helpers import make_trainer
 
+from electra_ablate.cli import signals_unwind
+from electra_ablate.infra.errors import Interrupted
 from electra_ablate.infra.tracking import Ledger, TrackedUnit, Tracking
 from electra_ablate.infra.tracking import fanout as fanout_module
 from electra_ablate.infra.tracking.fanout import turn_on_again, turned_off
@@ -57,6 +62,13 @@ class Recorder:
     def log(self, metrics: Mapping[str, float], step: int) -> None:
         if Recorder.fail_on == "log":
             raise OSError(28, "No space left on device")
+        if Recorder.fail_on == "exit":  # a library that ends the process its own way
+            raise SystemExit(1)
+        if Recorder.fail_on == "interrupt":  # a library's own KeyboardInterrupt
+            raise KeyboardInterrupt
+        if Recorder.fail_on == "ctrl-c":  # the user's Ctrl-C lands while the library sends
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
         Recorder.calls.append(("log", dict(metrics), step))
 
     def event(self, name: str, step: int, data: Mapping[str, Any]) -> None:
@@ -149,6 +161,76 @@ def test_a_failing_tracker_warns_once_and_is_off_without_touching_the_run(
     other.close()
     assert recorder.opened == [] and capsys.readouterr().err == ""
     assert not (tmp_path / "other" / "tracking.json").exists()
+
+
+def ledger_curves(folder: Path, tracker: str = "recorder") -> dict:
+    """The curves' last steps the ledger says ``tracker`` has ({} when it has none)."""
+    try:
+        entries = json.loads((folder / "tracking.json").read_text())
+    except FileNotFoundError:
+        return {}
+    return entries.get("kelectra", {}).get(tracker, {}).get("curves", {})
+
+
+@pytest.mark.parametrize(
+    ("fail_on", "named"),
+    [("exit", "SystemExit(1)"), ("interrupt", "KeyboardInterrupt")],
+)
+def test_a_tracker_ending_the_process_is_named_and_its_rows_stay_unsent(
+    tmp_path, recorder, capsys, fail_on, named
+):
+    """Under ``ablate`` (SIGINT raises ``Interrupted``), a ``SystemExit`` or a
+    ``KeyboardInterrupt`` out of a tracker's library is that tracker's failure, not the study's
+    end: one warning line naming the tracker and what it raised, the tracker off, the row not
+    marked sent, so that a later run catches it up."""
+    recorder.fail_on = fail_on
+    with signals_unwind(), tracking(tmp_path, "recorder") as board:
+        board.curve("train", 4, {"loss": 1.0})
+        board.curve("train", 8, {"loss": 0.5})  # off: not even tried
+    lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("warning: tracker recorder failed logging"), lines
+    assert named in lines[0] and "catches it up" in lines[0]
+    assert ledger_curves(tmp_path) == {}
+    assert not [call for call in recorder.calls if call[0] == "log"]
+    turn_on_again()  # a later run, the library fixed: both rows go, once each
+    recorder.fail_on = None
+    with tracking(tmp_path, "recorder") as board:
+        board.curve("train", 4, {"loss": 1.0})
+        board.curve("train", 8, {"loss": 0.5})
+    assert [step for kind, _, step in recorder.calls if kind == "log"] == [4, 8]
+    assert ledger_curves(tmp_path) == {"train": 8}
+
+
+def test_a_tracker_exiting_while_its_run_opens_is_named(tmp_path, recorder, capsys, monkeypatch):
+    def exits(self: Recorder, tracked: TrackedUnit) -> Recorder:
+        raise SystemExit("wandb: cannot start its service")
+
+    monkeypatch.setattr(Recorder, "open", exits)
+    with tracking(tmp_path, "recorder") as board:
+        board.curve("train", 4, {"loss": 1.0})
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("warning: tracker recorder failed opening its run for electra")
+    assert "SystemExit('wandb: cannot start its service')" in line
+    assert ledger_curves(tmp_path) == {}
+
+
+def test_ctrl_c_during_a_send_still_stops_the_study(tmp_path, recorder):
+    """A real Ctrl-C is the study's stop, whether ``ablate``'s handler turns it into
+    ``Interrupted`` or Python's default into ``KeyboardInterrupt`` (a notebook): it goes
+    through, and the send it cut counts as made (the library delivers it when the run closes)."""
+    recorder.fail_on = "ctrl-c"
+    with pytest.raises(Interrupted), signals_unwind(), tracking(tmp_path, "recorder") as board:
+        board.curve("train", 4, {"loss": 1.0})
+    assert ledger_curves(tmp_path) == {"train": 4}
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's: a notebook's
+    try:
+        with pytest.raises(KeyboardInterrupt), tracking(tmp_path, "recorder") as board:
+            board.curve("train", 8, {"loss": 0.5})
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert ledger_curves(tmp_path) == {"train": 8}
+    assert turned_off() == {}
 
 
 def test_evaluations_go_once_each_at_their_checkpoint_step(tmp_path, recorder):
