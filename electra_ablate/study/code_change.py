@@ -59,6 +59,14 @@ def recorded_code(layout: RunLayout) -> dict[str, Any] | None:
     return code if isinstance(code, dict) else None
 
 
+def changed_since(unit: Unit, layout: RunLayout) -> str | None:
+    """What changed between the code a unit folder ``layout`` records and the code that would
+    compute ``unit`` now, in words; None where they agree, or where the folder records none
+    (made before code was recorded: nothing to compare)."""
+    recorded = recorded_code(layout)
+    return None if recorded is None else code_difference(recorded, unit_code(unit) or {})
+
+
 def write_unit_code(unit: Unit) -> None:
     """Record the code computing ``unit`` as it starts, unless it is recorded already: a run
     resumed under ``--keep-code-changes`` keeps naming the code it started with."""

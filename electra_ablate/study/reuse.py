@@ -27,10 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from electra_ablate.checkpoints.kept_files import kept_problem, weights_elsewhere
-from electra_ablate.infra.code_identity import code_difference
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.storage import atomic_dir, atomic_write_text
-from electra_ablate.study.code_change import job_code, job_difference, recorded_code, unit_code
+from electra_ablate.study.code_change import changed_since, job_code, job_difference
 from electra_ablate.study.context import Study
 from electra_ablate.study.records import FINETUNE_KEYS, record_problem, warn
 from electra_ablate.study.units import BASELINE_FRACTION, RunUnit, Unit
@@ -89,10 +88,8 @@ def identical_finished(study: Study, unit: Unit) -> Iterator[tuple[Path, RunLayo
     """Each finished unit with ``unit``'s id in a study beside this one, with its study folder,
     studies by name, that was made by the code now (or records none: ``code_change``); its
     encoders are not checked here (``reuse_problem``)."""
-    now = unit_code(unit) or {}
     for study_dir, found in same_id_finished(study, unit):
-        recorded = recorded_code(found)
-        if recorded is None or code_difference(recorded, now) is None:
+        if changed_since(unit, found) is None:
             yield study_dir, found
 
 
@@ -215,9 +212,7 @@ def near_run(study: Study, unit: RunUnit) -> NearRun | None:
                 continue
             diff = differing_fields(unit.config, config)
             if not diff:  # identical: reused, nothing to explain, unless its code differs
-                recorded = recorded_code(run)
-                what = code_difference(recorded, unit_code(unit) or {}) if recorded else None
-                if what is None:
+                if (what := changed_since(unit, run)) is None:
                     return None
                 return NearRun(study_dir.name, folder.name, "code", None, what, 0)
             if best is None or len(diff) < best.differences:

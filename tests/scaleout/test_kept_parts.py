@@ -185,6 +185,15 @@ def test_damaged_or_incomplete_parts_are_refused(parts, tmp_path, damage, expect
     assert not (tmp_path / "beside").exists()
 
 
+def run_members(run: Path) -> dict[str, bytes]:
+    """Every file of a finished run folder, by the name it has in a kept-parts archive."""
+    return {
+        f"pretrain/{run.name}/{p.relative_to(run).as_posix()}": p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file()
+    }
+
+
 def forged_parts(folder: Path, members: dict[str, bytes], kind: bytes = tarfile.REGTYPE) -> Path:
     """One part with correct checksums around a tar of ``members``: only the tar's contents can
     be wrong."""
@@ -235,11 +244,7 @@ def test_a_link_is_refused(tmp_path):
 
 def test_a_run_whose_records_are_not_its_id_is_refused(tmp_path):
     run = finished_run(tmp_path / "node", "electra", 0)
-    members = {
-        f"pretrain/{run.name}/{p.relative_to(run).as_posix()}": p.read_bytes()
-        for p in sorted(run.rglob("*"))
-        if p.is_file()
-    }
+    members = run_members(run)
     members[f"pretrain/{run.name}/run.json"] = json.dumps({"objective": "other"}).encode()
     path = forged_parts(tmp_path / "in", members)
     with pytest.raises(InputError, match="not what its id is the hash of"):
@@ -248,11 +253,7 @@ def test_a_run_whose_records_are_not_its_id_is_refused(tmp_path):
 
 def test_weights_that_fail_their_manifest_are_refused(tmp_path):
     run = finished_run(tmp_path / "node", "electra", 0)
-    members = {
-        f"pretrain/{run.name}/{p.relative_to(run).as_posix()}": p.read_bytes()
-        for p in sorted(run.rglob("*"))
-        if p.is_file()
-    }
+    members = run_members(run)
     weights = f"pretrain/{run.name}/kept/1/kept.safetensors"
     members[weights] = members[weights][:-4] + b"\0\0\0\0"  # one fp32 value changed
     path = forged_parts(tmp_path / "in", members)
