@@ -95,16 +95,21 @@ def evaluate(
     return sums
 
 
+def chain_and_vocab(vocab_size: int, branch: int, seq: int) -> tuple[Chain, Vocab]:
+    """The successor chain over the ordinary tokens of ``vocab_size`` ids and the vocabulary
+    whose frequencies (a fixed sample of it; specials at zero) the objectives' priors use."""
+    chain = Chain(vocab_size - len(SPECIAL.ids), branch)
+    counts = torch.bincount(
+        chain.sample(256, seq, torch.Generator().manual_seed(99)).flatten(), minlength=vocab_size
+    ).float()
+    counts[list(SPECIAL.ids)] = 0
+    return chain, Vocab(counts)
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     torch.manual_seed(args.seed)
     device = torch.device(args.device)
-    chain = Chain(args.vocab - len(SPECIAL.ids), args.branch)
-    counts = torch.bincount(
-        chain.sample(256, args.seq, torch.Generator().manual_seed(99)).flatten(),
-        minlength=args.vocab,
-    ).float()
-    counts[list(SPECIAL.ids)] = 0
-    vocab = Vocab(counts)
+    chain, vocab = chain_and_vocab(args.vocab, args.branch, args.seq)
     backbone = preset(args.preset).with_overrides(
         vocab_size=args.vocab, max_seq_len=max(args.seq, 64), layer_norm=args.layer_norm
     )

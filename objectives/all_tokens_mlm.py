@@ -27,6 +27,7 @@ from electra_ablate.plugin import (
     Vocab,
     build_generator,
     init_weights,
+    kept_encoder_metrics,
     logit,
     masked_mean,
     non_pad,
@@ -73,6 +74,7 @@ class AllTokensMLM(Objective):
                 "all_tokens_loss": loss.detach(),
                 "all_tokens_acc": masked_mean((predicted == batch["input_ids"]).float(), weights),
                 "copy_prob": masked_mean(torch.sigmoid(gate.float()), weights),
+                **kept_encoder_metrics(hidden, batch),
             }
         return StepOutput(c.mlm_loss + loss, metrics)
 

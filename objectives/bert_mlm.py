@@ -48,9 +48,11 @@ class BertMLM(Objective):
         p = self.params
         slots = select_masked(batch["input_ids"], self.vocab, p.mask_rate)
         replacements = bert_corruption(slots, self.vocab, p.mask_token_prob, p.random_token_prob)
-        _, logits = self.mlm(batch, slots.scatter(batch["input_ids"], replacements), slots)
+        corrupted = slots.scatter(batch["input_ids"], replacements)
+        _, logits, monitor = self.mlm.predict(batch, corrupted, slots)
         loss = masked_cross_entropy(logits, slots.originals, slots.valid)
         metrics = mlm_metrics("mlm", logits, slots.originals, slots.valid, loss, self.vocab)
+        metrics |= monitor
         # The same at the [MASK]ed slots alone: the 10% left unchanged can be scored by copying
         # the visible token, so only these measure prediction from context (as a generator's)
         at_mask = slots.valid & (replacements == self.special.mask)

@@ -36,10 +36,10 @@ class ReplaceMLM(Objective):
     def forward(self, batch: Batch) -> StepOutput:
         p = self.params
         c = self.generator.corrupt(batch, self.vocab, p.mask_rate, p.temperature)
-        _, logits = self.mlm(batch, c.corrupted, c.slots)
+        _, logits, monitor = self.mlm.predict(batch, c.corrupted, c.slots)
         loss = masked_cross_entropy(logits, c.slots.originals, c.slots.valid)
         metrics = mlm_metrics("mlm", logits, c.slots.originals, c.slots.valid, loss, self.vocab)
-        return StepOutput(c.mlm_loss + loss, {**c.metrics, **metrics})
+        return StepOutput(c.mlm_loss + loss, {**c.metrics, **metrics, **monitor})
 
     def kept_model(self) -> KeptModel:
         return self.mlm.kept()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -9,6 +10,7 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+from safetensors.torch import load_file
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
@@ -174,3 +176,45 @@ def become_rank(rank: int, world_size: int, store: str, timeout: timedelta | Non
         world_size=world_size,
         timeout=timeout,
     )
+
+
+def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    state = sorted((run_dir / "states").glob("step-*"))[-1]
+    return load_file(str(state / "model.safetensors"))
+
+
+def metric_rows(run_dir: Path) -> list[dict]:
+    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    for row in rows:
+        row.pop("tokens_per_s", None)
+    return rows
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    """Two runs ended with the same weights and logged the same rows (speed aside)."""
+    wa, wb = final_weights(a), final_weights(b)
+    assert wa.keys() == wb.keys()
+    for k in wa:
+        assert torch.equal(wa[k], wb[k]), k
+    assert metric_rows(a) == metric_rows(b)
+
+
+class Crash(Exception):
+    """Raised from a batch to stop a run mid-way, as a crash would."""
+
+
+def pair_batch(
+    vocab: int, seed: int = 0, batch: int = 4, length: int = 32
+) -> dict[str, torch.Tensor]:
+    """Random sentence pairs ``[CLS] a [SEP] b [SEP]`` over ``vocab`` ids, the second row
+    padded from position 20: where objectives must tell segments, specials and padding apart."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(len(SPECIAL.ids), vocab, (batch, length), generator=g)
+    ids[:, 0] = SPECIAL.cls
+    ids[:, length // 2] = SPECIAL.sep
+    ids[:, -1] = SPECIAL.sep
+    ids[1, 20:] = SPECIAL.pad  # one padded row
+    ids[1, 19] = SPECIAL.sep
+    types = torch.zeros_like(ids)
+    types[:, length // 2 + 1 :] = 1
+    return {"input_ids": ids, "token_type_ids": types, "attention_mask": ids != SPECIAL.pad}

@@ -2,6 +2,10 @@
 phrase per departure: what every report's header lists, and what each unit's trackers record
 with its configuration. Read from the spec as plain JSON (``study.json``'s, or a unit's
 ``model_dump``), so a study's record and a running study say the same.
+
+A generic collector: each fact lives with its owner (the schedule's and the optimiser's with
+``PretrainSpec``, the initialisers' with the backbone, the vocabulary's with ``TokenizerSpec``,
+an objective's with its params: ``params_departures``).
 """
 
 from __future__ import annotations
@@ -10,13 +14,24 @@ from collections.abc import Mapping
 from typing import Any
 
 from electra_ablate.backbone.config import preset
+from electra_ablate.backbone.model import INIT_DEPARTURE
+from electra_ablate.data.config import TokenizerSpec
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import probe_tasks
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.departures import params_departures
 
 PAPER_DROPOUT = 0.1
-PAPER_WARMUP_STEPS = 10_000
+SCHEDULE_FIELDS = (
+    "learning_rate",
+    "warmup_fraction",
+    "warmup_steps",
+    "decay_horizon_steps",
+    "schedule",
+    "adam_bias_correction",
+)
+"""The ``pretrain`` fields the schedule's and the optimiser's departures are read from (a
+``study.json`` of an older version may hold others this one no longer reads)."""
 
 
 def deviations(spec: Mapping[str, Any]) -> list[str]:
@@ -39,13 +54,14 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
             f"output biases of the {', '.join(kinds)} heads start at the data's priors{note} "
             "(the original code: zero)"
         )
-    warmup = pretrain.get("warmup_steps")
-    if warmup != PAPER_WARMUP_STEPS:
-        fraction = pretrain.get("warmup_fraction", PretrainSpec().warmup_fraction)
-        over = f"{warmup:,} steps" if warmup is not None else f"{fraction:.0%} of each run's steps"
-        out.append(f"learning-rate warm-up over {over} (the paper: {PAPER_WARMUP_STEPS:,} steps)")
-    if pretrain.get("schedule", "linear") != "linear":
-        out.append(f"{pretrain['schedule']} learning-rate decay (the paper: linear)")
+    schedule = PretrainSpec.model_validate(
+        {k: v for k, v in pretrain.items() if k in SCHEDULE_FIELDS}
+    )
+    out += [d for d in (schedule.schedule_departure(), schedule.optimizer_departure()) if d]
+    out.append(INIT_DEPARTURE)
+    tokenizer = (spec.get("data") or {}).get("tokenizer") or {}
+    if (vocabulary := TokenizerSpec.model_validate(tokenizer).departure()) is not None:
+        out.append(vocabulary)
     device = spec.get("device", "auto")
     for where, precision in (("pre-training", pretrain.get("precision", "auto")),) + tuple(
         ("fine-tuning", (block.get("recipe") or {}).get("precision", "auto"))

@@ -260,6 +260,16 @@ class Multiplier:
     n_finetune: int
     point: Kind
 
+    @property
+    def within_noise(self) -> bool:
+        """Whether the measured noise cannot tell A's score at ``flops`` from B's curve there:
+        no interval (one model per arm: no measured floor), an unresolved one, or one that
+        holds 1× (B at A's own compute may already score as A does). Such a multiplier is
+        not drawn in a report (issue 72); its numbers stay in ``compute_efficiency.csv``."""
+        if math.isnan(self.ci_low) or math.isnan(self.ci_high) or self.kind == "unresolved":
+            return True
+        return self.ci_low <= 1.0 <= self.ci_high
+
 
 @dataclass(frozen=True)
 class Crossover:
@@ -283,6 +293,16 @@ class Crossover:
     crossings: int
     start: stats.Difference
     end: stats.Difference
+
+    @property
+    def within_noise(self) -> bool:
+        """Whether nothing here is outside the measured noise: an unresolved standing (a sign
+        change that could lie anywhere, or none with neither end resolved), or a crossing
+        with no interval (one model per arm: no measured floor). Such a crossover is not
+        drawn in a report; its numbers stay in ``crossovers.csv``."""
+        if self.kind == "unresolved":
+            return True
+        return self.kind == "crossover" and (math.isnan(self.ci_low) or math.isnan(self.ci_high))
 
 
 def _units(a: Curve, b: Curve) -> int:

@@ -21,7 +21,12 @@ import polars as pl
 from electra_ablate.analysis import stats
 from electra_ablate.analysis.table_schemas import RESULTS_COLUMNS, RUNS_COLUMNS
 from electra_ablate.evaluation.glue import task as glue
-from electra_ablate.evaluation.task import available_tasks, probe_tasks
+from electra_ablate.evaluation.task import (
+    MAJORITY_SHARE,
+    PREDICTION_FACTS,
+    available_tasks,
+    probe_tasks,
+)
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.infra.layout import (
     RESULTS_FILE,
@@ -269,11 +274,7 @@ def evaluated_only_at_start(results: pl.DataFrame) -> list[str]:
 def checkpoint_values(results: pl.DataFrame, fraction: float) -> pl.DataFrame:
     """The aggregated rows of one family at ``fraction``, with those of labels evaluated only
     at the start, as ``stats.arm_grids`` takes them: one value per (label, seeds, task)."""
-    start = evaluated_only_at_start(results)
-    return results.filter(
-        pl.col("in_aggregate")
-        & ((pl.col("checkpoint_fraction") == fraction) | pl.col("label").is_in(start))
-    )
+    return at_checkpoint(results, fraction).filter(pl.col("in_aggregate"))
 
 
 def score_intervals(results: pl.DataFrame) -> pl.DataFrame:
@@ -435,6 +436,70 @@ def constant_tasks(tasks: pl.DataFrame, fraction: float) -> dict[str, float]:
     )
     constant = spread.filter((pl.col("low") == pl.col("high")) & (pl.col("models") > 1))
     return dict(constant.select("task", "low").sort("task").iter_rows())
+
+
+def at_checkpoint(frame: pl.DataFrame, fraction: float) -> pl.DataFrame:
+    """The rows of ``frame`` (results or ``task_scores``) at ``fraction``, with those of labels
+    evaluated only at the start (the no-pre-training baseline, references) beside them."""
+    start = evaluated_only_at_start(frame)
+    return frame.filter((pl.col("checkpoint_fraction") == fraction) | pl.col("label").is_in(start))
+
+
+def score_rows_only(frame: pl.DataFrame) -> pl.DataFrame:
+    """``frame`` less the rows that say what predictions are made of
+    (``evaluation.task.PREDICTION_FACTS``): what tables of metrics list."""
+    return frame.filter(~pl.col("metric").is_in(PREDICTION_FACTS))
+
+
+def finetuned_tasks(names: Iterable[str]) -> list[str]:
+    """The registered tasks among ``names`` that fine-tune the encoder with a head (``needs``
+    ``finetuned_head``): those whose records carry ``PREDICTION_FACTS`` where they classify. A
+    task whose package is not installed here is left out."""
+    tasks = _known_tasks()
+    return [name for name in names if name in tasks and tasks[name].needs == "finetuned_head"]
+
+
+def _known_tasks() -> dict[str, Any]:
+    try:
+        return available_tasks()
+    except AblateError:  # a broken plugin must not stop a report from being read
+        return dict(glue.GLUE_TASKS)
+
+
+def constant_aggregates(tasks: pl.DataFrame, fraction: float) -> dict[str, list[str]]:
+    """Labels whose aggregate at ``fraction`` (the baseline's at 0) is constant predictions on
+    every classification task it averages: every fine-tune of every such task put all its dev
+    predictions in one class (``MAJORITY_SHARE`` 100), so the aggregate measures which
+    constant each landed on, plus whatever the family's other tasks add. Each maps to those
+    other aggregated tasks (those with no majority share: regression, STS-B), empty when there
+    are none. ``tasks`` is one family's ``task_scores``; a label whose records predate the
+    share (no share rows) is never flagged."""
+    rows = at_checkpoint(tasks, fraction)
+    flagged: dict[str, list[str]] = {}
+    for label in sorted(set(rows["label"].to_list())):
+        own = rows.filter(pl.col("label") == label)
+        averaged = set(own.filter(pl.col("in_aggregate"))["task"].to_list())
+        shares = own.filter((pl.col("metric") == MAJORITY_SHARE) & pl.col("task").is_in(averaged))
+        if shares.is_empty() or shares["min"].min() < 100.0:
+            continue
+        flagged[label] = ordered_tasks(averaged - set(shares["task"].to_list()))
+    return flagged
+
+
+def common_tasks(results: pl.DataFrame, fraction: float) -> list[str] | None:
+    """Where the labels at ``fraction`` (with the baseline's rows at 0) do not all have the same
+    aggregated tasks, the tasks every one of them has, in the family's order: the only
+    like-for-like aggregate (a label missing a task has no aggregate of the family's, and one
+    over its own tasks compares nothing). None where every label has every task, or none is
+    common to all. ``results`` is one family's rows."""
+    rows = at_checkpoint(results.filter(pl.col("in_aggregate")), fraction)
+    held = [set(t) for t in rows.group_by("label").agg(pl.col("task").unique())["task"].to_list()]
+    if len(held) < 2:
+        return None
+    common = set.intersection(*held)
+    if not common or common == set.union(*held):
+        return None
+    return ordered_tasks(common)
 
 
 def final_fraction(results: pl.DataFrame) -> float:

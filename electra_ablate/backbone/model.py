@@ -44,6 +44,74 @@ class Embeddings(nn.Module):
         return self.dropout(self.norm(x))
 
 
+class ResidualEmbedding(nn.Module):
+    """A table read as ``sg(source) + delta``: DeBERTa-v3's gradient-disentangled sharing.
+
+    ``source`` (another encoder's ``nn.Embedding``) is held outside the module tree, so its
+    owner alone trains, saves and moves it; ``delta``, this module's only parameter, starts at
+    zero (the table reads as the source's at step 0) and is the only part a loss through
+    this module reaches. ``weight`` is the table as read (what an output layer tied to it
+    uses); ``embedding_dim`` matches ``nn.Embedding``'s so the encoder around it needs no case.
+    """
+
+    def __init__(self, source: nn.Embedding) -> None:
+        super().__init__()
+        self._source = (source,)  # a tuple: not registered, not in this module's state_dict
+        # built from zeros, not initialised: no random draw, so the rest of the model's
+        # initialisation is the one ``embeddings`` tying gives for the same seed
+        self.delta = nn.Parameter(torch.zeros_like(source.weight))
+
+    @property
+    def source(self) -> nn.Embedding:
+        return self._source[0]
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.delta.shape[1]
+
+    @property
+    def weight(self) -> torch.Tensor:
+        return self.source.weight.detach() + self.delta
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        # two gathers and an add: the summed [V, E] table is never built for a lookup
+        return F.embedding(ids, self.source.weight.detach()) + F.embedding(ids, self.delta)
+
+
+class DisentangledEmbeddings(Embeddings):
+    """Embeddings that read another ``Embeddings``' tables through a stop-gradient plus
+    zero-initialised residuals of their own (``tying: gdes``, from DeBERTa-v3).
+
+    Every table (token, position, token type) is a ``ResidualEmbedding`` of the source's: the
+    source's owner (the generator) trains the shared tables with its own loss alone, and this
+    module's loss reaches only the residuals. DeBERTa-v3 disentangles its token and absolute
+    position tables and has no token types; the token-type table follows the same rule. The
+    LayerNorm is this module's own, as DeBERTa's discriminator keeps its own embedding
+    LayerNorm, and starts as the source's did at initialisation (unit scale, zero shift), so
+    at step 0 the output equals what sharing the source outright (``embeddings``) gives.
+    ``plain_state_dict`` is the state of the ordinary ``Embeddings`` it reads as (each table
+    the sum), which is what a kept encoder saves.
+    """
+
+    def __init__(self, source: Embeddings) -> None:
+        nn.Module.__init__(self)  # Embeddings.__init__ would draw three random tables
+        self.word = ResidualEmbedding(source.word)
+        self.position = ResidualEmbedding(source.position)
+        self.token_type = ResidualEmbedding(source.token_type)
+        self.norm = nn.LayerNorm(source.norm.normalized_shape, eps=source.norm.eps)
+        self.dropout = nn.Dropout(source.dropout.p)
+
+    def plain_state_dict(self) -> dict[str, torch.Tensor]:
+        """The state an ordinary ``Embeddings`` with the summed tables would have."""
+        tables = {f"{name}.weight": getattr(self, name).weight for name in TABLES}
+        norm = {f"norm.{k}": v for k, v in self.norm.state_dict().items()}
+        return {k: v.detach() for k, v in (tables | norm).items()}
+
+
+TABLES = ("word", "position", "token_type")
+"""The embedding tables of ``Embeddings`` (what ``DisentangledEmbeddings`` disentangles)."""
+
+
 class SelfAttention(nn.Module):
     def __init__(self, cfg: BackboneConfig) -> None:
         super().__init__()
@@ -119,6 +187,18 @@ class Encoder(nn.Module):
             x = layer(x, attn_mask)
         return x if self.final_norm is None else self.final_norm(x)
 
+    def plain_state_dict(self) -> dict[str, torch.Tensor]:
+        """The state of the ordinary ``Encoder`` this one computes as: its own ``state_dict``,
+        except that disentangled embeddings (``tying: gdes``) are saved as the tables they
+        read (shared + residual summed). What a kept encoder writes, so fine-tuning and
+        export load one ordinary table."""
+        state = self.state_dict()
+        if not isinstance(self.embeddings, DisentangledEmbeddings):
+            return state
+        plain = {k: v for k, v in state.items() if not k.startswith("embeddings.")}
+        embeddings = self.embeddings.plain_state_dict()
+        return {f"embeddings.{k}": v for k, v in embeddings.items()} | plain
+
 
 class MLMHead(nn.Module):
     """Dense H->E, GELU, LayerNorm, then logits against the (tied) token embedding matrix."""
@@ -144,7 +224,13 @@ class TokenBinaryHead(nn.Module):
         self.apply(lambda m: init_weights(m, cfg.initializer_range))
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.logit(F.gelu(self.dense(hidden))).squeeze(-1)
+        return self.states(hidden)[1]
+
+    def states(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The dense layer's output before the GELU [B, L, H] and the logits [B, L], from one
+        pass: the collapse monitor reads the first (``pretraining.components.monitor``)."""
+        pre_activation = self.dense(hidden)
+        return pre_activation, self.logit(F.gelu(pre_activation)).squeeze(-1)
 
 
 def padding_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -169,6 +255,14 @@ def init_weights(module: nn.Module, std: float) -> None:
     elif isinstance(module, nn.LayerNorm):
         nn.init.ones_(module.weight)
         nn.init.zeros_(module.bias)
+
+
+INIT_DEPARTURE = (
+    "plain normal initialisers (the original code: truncated normal, and Glorot "
+    "for the embedding projection and the detection head's logit)"
+)
+"""How ``init_weights`` departs from the original code's initialisers (``model/modeling.py``
+and ``run_pretraining.py``): every report's deviations list it (``electra_ablate.analysis``)."""
 
 
 def gather_positions(hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:

@@ -91,10 +91,12 @@ def hf_state_dict(kept: KeptModel) -> dict[str, torch.Tensor]:
     """Our encoder + head tensors under the names HF's ELECTRA classes expect.
 
     Every tensor we hold is renamed or split; an unexpected name is an error, so a future change
-    to the backbone cannot silently drop weights from an export.
+    to the backbone cannot silently drop weights from an export. The encoder is taken as the
+    ordinary ``Encoder`` it computes as (``plain_state_dict``: a ``tying: gdes`` encoder's
+    tables summed), as ``save_kept`` writes it.
     """
     out: dict[str, torch.Tensor] = {}
-    for name, tensor in kept.encoder.state_dict().items():
+    for name, tensor in kept.encoder.plain_state_dict().items():
         module, param = name.rsplit(".", 1)
         layer = LAYER.fullmatch(module)
         if layer is None:

@@ -58,9 +58,13 @@ class LoadedKept:
 
 
 def save_kept(directory: Path, kept: KeptModel, tokenizer_dir: Path, meta: dict[str, Any]) -> None:
-    """Write the kept model atomically (a half-written directory is never visible)."""
+    """Write the kept model atomically (a half-written directory is never visible).
+
+    The encoder is saved as the ordinary ``Encoder`` it computes as (``plain_state_dict``):
+    under ``tying: gdes`` each embedding table is the generator's plus the residual, one
+    table that fine-tuning, ``load_kept`` and export read like any other."""
     with atomic_dir(Path(directory)) as tmp:
-        tensors = {f"encoder.{k}": v for k, v in kept.encoder.state_dict().items()}
+        tensors = {f"encoder.{k}": v for k, v in kept.encoder.plain_state_dict().items()}
         tensors |= {f"head.{k}": v for k, v in kept.head.state_dict().items()}
         save_file(
             {k: v.detach().contiguous().cpu() for k, v in tensors.items()},

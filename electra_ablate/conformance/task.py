@@ -49,6 +49,7 @@ from electra_ablate.conformance.common import (
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.task import (
     NEEDS,
+    PREDICTION_FACTS,
     RECORD_FIELDS,
     TaskSettings,
     family_of,
@@ -209,7 +210,8 @@ def _scored(task: Any, metrics: Any, rule: str, where: str) -> dict[str, float]:
     missing = [m for m in task.metrics if m not in metrics]
     if missing:
         raise ContractError(rule, f"{where} lacks the declared metric(s) {', '.join(missing)}")
-    extra = [m for m in metrics if m not in task.metrics and m not in RECORD_FIELDS]
+    beside = (*RECORD_FIELDS, *PREDICTION_FACTS)  # bookkeeping, what predictions are made of
+    extra = [m for m in metrics if m not in task.metrics and m not in beside]
     if extra:
         raise ContractError(rule, f"{where} reports undeclared metric(s) {', '.join(extra)}")
     for name in task.metrics:

@@ -38,6 +38,17 @@ class TokenizerSpec(SpecModel):
     lowercase: bool = Field(True, description="uncased, as ELECTRA's English models")
     vocab_file: str | None = Field(None, description="existing vocab.txt or tokenizer.json")
 
+    def departure(self) -> str | None:
+        """How the vocabulary departs from the paper's (BERT's uncased 30,522 WordPiece
+        tokens): one trained on the study's own corpus; None for a ``vocab_file`` given."""
+        if self.vocab_file is not None:
+            return None
+        case = "uncased" if self.lowercase else "cased"
+        return (
+            f"our own {case} WordPiece vocabulary of {self.vocab_size:,} tokens trained on the "
+            "study's corpus (the paper: BERT's uncased vocabulary)"
+        )
+
 
 class DataSpec(SpecModel):
     model_config = ConfigDict(extra="forbid")

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+import numpy as np
 import torch
 
 from electra_ablate.data.paths import file_hash
@@ -22,6 +23,8 @@ from electra_ablate.evaluation.finetune.batching import as_examples
 from electra_ablate.evaluation.finetune.loop import finetune_task, supported_max_len
 from electra_ablate.evaluation.task import (
     EVAL_EXAMPLE_COST,
+    MAJORITY_BASELINE,
+    MAJORITY_SHARE,
     Progress,
     Task,
     TaskSettings,
@@ -31,8 +34,6 @@ from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.engine.precision import resolve_precision
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from electra_ablate.checkpoints.kept import LoadedKept
 
 TIMED_EXAMPLES = 64
@@ -75,6 +76,22 @@ class FinetunedTask(Task):
     ) -> dict[str, float]:  # pragma: no cover - interface
         """Every metric in ``metrics`` from class ids (or scores, for regression)."""
         raise NotImplementedError
+
+    def prediction_facts(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+        """What the dev predictions are made of (``evaluation.task.PREDICTION_FACTS``): the
+        share of them in the most frequent predicted class and the headline score of always
+        predicting ``labels``' majority class (ties: the lower class id); none for regression,
+        which has no classes. So that a report can tell a learnt score from a constant one."""
+        if self.is_regression:
+            return {}
+        predicted = np.bincount(np.asarray(predictions, dtype=np.int64), minlength=self.num_labels)
+        truth = np.asarray(labels, dtype=np.int64)
+        majority = int(np.bincount(truth, minlength=self.num_labels).argmax())
+        baseline = self.score(np.full_like(truth, majority), truth)[self.headline]
+        return {
+            MAJORITY_SHARE: 100.0 * float(predicted.max()) / max(1, int(predicted.sum())),
+            MAJORITY_BASELINE: float(baseline),
+        }
 
     def example_counts(self, settings: TaskSettings) -> tuple[int, int] | None:
         """The training and evaluation examples of the task's data before any cap, read

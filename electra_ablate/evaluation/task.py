@@ -35,7 +35,9 @@ A ``Task`` has:
   updated (linear probes); ``detection_head``: the kept replaced-token detection head of a
   discriminator (skipped, with a recorded reason, for an MLM encoder);
 - ``metrics``: every metric ``evaluate`` reports, the headline first (``headline``); values on
-  the 0-100 scale GLUE papers print where the metric is a rate or a correlation;
+  the 0-100 scale GLUE papers print where the metric is a rate or a correlation; a
+  classification fine-tune also reports ``PREDICTION_FACTS`` (its predictions' majority share
+  and the majority-class baseline), which tables keep as rows but never aggregate;
 - ``Params``: a pydantic model of its own settings (``evaluation.params.<task>`` in a spec,
   validated with the spec), or None;
 - ``seeded``: whether its result depends on a seed (fine-tuning, a probe's split); an unseeded
@@ -100,6 +102,17 @@ NEEDS: tuple[str, ...] = get_args(Needs)
 RECORD_FIELDS = ("train_examples", "eval_examples", "epochs", "train_seconds", "wall_seconds")
 """Bookkeeping an evaluation may report beside its metrics: how much data it used and how long
 it took. Never a metric: results tables keep them apart."""
+
+MAJORITY_SHARE = "majority_share"
+MAJORITY_BASELINE = "majority_baseline"
+PREDICTION_FACTS = (MAJORITY_SHARE, MAJORITY_BASELINE)
+"""What a classification fine-tune's dev predictions are made of, reported beside its metrics
+(never in an aggregate, never a headline): the share of predictions in the most frequent
+predicted class (0-100; 100 is a constant prediction) and the headline score of always
+predicting the dev set's majority class. A score near that baseline with a share of 100 says the
+encoder learnt nothing the task can use, however it compares with another's. Kept as result rows
+of their own (``metric``), so older records simply lack them. Computed by
+``electra_ablate.evaluation.finetuned.FinetunedTask.prediction_facts``."""
 
 Progress = Callable[[int, int], None]
 """Called as work advances with (steps done, total steps)."""

@@ -1,7 +1,9 @@
 """Departures from the paper: the params of an objective set away from the values the paper used.
 
-A param that may depart declares the paper's value (``Field(..., json_schema_extra={"paper": x})``);
-every report's header lists each departure (``electra_ablate.analysis.deviations``).
+A param that may depart declares the paper's value (``Field(..., json_schema_extra={"paper": x})``),
+and an option whose unset value is a departure the phrase that says it (``"unset": "..."``:
+``GeneratorParams.mask_token_share``); every report's header lists each departure
+(``electra_ablate.analysis.deviations``).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from electra_ablate.pretraining.registry import available_objectives, installed_
 
 def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
     """``field value (the paper: x)`` for every param of objective ``name`` that declares the
-    paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another; empty
-    when the objective is not installed here."""
+    paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another (its
+    ``unset`` phrase where it is an option left unset); empty when the objective is not
+    installed here."""
     try:
         found = installed_objective(name, available_objectives())
     except AblateError:
@@ -24,12 +27,18 @@ def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
     if found is None:
         return []
     params_model = found.Params
+    try:
+        moot = params_model.model_validate(dict(params)).inapplicable()
+    except ValueError:  # refused at validation already; nothing here to judge
+        moot = frozenset()
     out = []
     for field_name, info in params_model.model_fields.items():
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        if "paper" not in extra:
+        if "paper" not in extra or field_name in moot:
             continue
         value = params.get(field_name, info.get_default(call_default_factory=True))
-        if value != extra["paper"]:
+        if value is None and "unset" in extra:  # an option left unset: its own phrase
+            out.append(str(extra["unset"]))
+        elif value != extra["paper"]:
             out.append(f"{field_name} {value} (the paper: {extra['paper']})")
     return out

@@ -8,8 +8,10 @@ columns.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Literal
 
 MetricKind = Literal[
@@ -23,6 +25,7 @@ MetricKind = Literal[
     "divergence",
     "rate",
     "reward",
+    "spread",
 ]
 """What a logged metric measures; reports choose panels, columns and reference lines by kind."""
 
@@ -35,8 +38,9 @@ METRIC_NAMING: tuple[tuple[str, MetricKind], ...] = (
     (r"(^|_)recall$", "recall"),
     (r"(^|_)entropy$", "entropy"),  # nats
     (r"(^|_)kl(_[a-z0-9]+)?$", "divergence"),  # KL from a reference, nats: gen_kl_unigram
-    (r"(^|_)(frac|rate|prob)$", "rate"),  # a share in [0, 1]
+    (r"(^|_)(frac|rate|prob|inactive)$", "rate"),  # a share in [0, 1]: disc_head_inactive
     (r"(^|_)reward$", "reward"),
+    (r"(^|_)spread$", "spread"),  # the collapse monitor's: enc_spread, disc_head_logit_spread
 )
 """The metric-naming convention: ``<model>_<quantity>``, the quantity's suffix giving the kind
 (``disc_auc``, ``gen_mlm_nats_learnt``, ``replaced_frac``). The first pattern that matches wins."""
@@ -67,3 +71,77 @@ def metric_kind(name: str, declared: Mapping[str, str] | None = None) -> MetricK
         if re.search(pattern, base):
             return kind
     return None
+
+
+REMEDY = "try a longer warm-up (pretrain.warmup_fraction) or a lower peak pretrain.learning_rate"
+"""What to try when a collapse signal fires: the collapse seen on the GPU rungs came with a
+warm-up of 1% of the run at the peak rate 5e-4."""
+
+
+@dataclass(frozen=True)
+class CollapseSignal:
+    """One signal of the collapse monitor (``pretraining.components.monitor``): the logged
+    metric, the side of ``threshold`` that means collapse, what it means, and what to try."""
+
+    metric: str
+    threshold: float
+    below: bool  # collapse is a value below the threshold (False: above it)
+    meaning: str
+    remedy: str = REMEDY
+
+    def crossed(self, value: object) -> bool:
+        """Whether a logged value is on the collapse side (a missing or non-finite one is not)."""
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return False
+        return value < self.threshold if self.below else value > self.threshold
+
+    def line(self, split: str, step: int, value: float) -> str:
+        side = "below" if self.below else "above"
+        return (
+            f"{self.metric} = {value:.3g} at step {step} ({split}), {side} {self.threshold:g}: "
+            f"{self.meaning}; {self.remedy} (the run goes on)"
+        )
+
+
+COLLAPSE_SIGNALS: tuple[CollapseSignal, ...] = (
+    CollapseSignal(
+        "enc_spread",
+        0.01,
+        below=True,
+        meaning="the kept encoder's final states hardly differ across positions (encoder collapse)",
+    ),
+    CollapseSignal(
+        "disc_head_logit_spread",
+        1.0e-3,
+        below=True,
+        meaning="the detection head gives one logit whatever the token (a constant detector)",
+    ),
+)
+"""The collapse monitor's thresholds, checked by the engine against every held-out row by name
+(it never knows which objective logs which), each from measurements (``docs/outputs.md``, the
+collapse monitor):
+
+- ``enc_spread`` 0.01: ELECTRA on ``micro`` (the smoke corpus, lr 1e-2, 1% warm-up) collapsed
+  within 30 steps, its held-out spread 3.3e-4 to 3.5e-4 and its held-out AUC at chance, as the
+  GPU rungs' (held-out AUC 0.5000 exactly, ``reports/gpu_session-1e16``); the same run at
+  lr 1e-3 and a 10% warm-up, learning (held-out AUC 0.78), had 0.12 at step 30 and 0.45 at step
+  75, and every objective on synthetic ``micro`` batches 0.6 to 0.8;
+- ``disc_head_logit_spread`` 1e-3: that collapsed run's 1.8e-4 at step 30, 4e-5 at step 75; the
+  learning one's 3.3e-3 at step 30 (its head's weights still near their N(0, 0.02) start; an
+  untrained ``micro`` head gives 5e-3 to 9e-3) and 0.59 at step 75.
+
+``disc_head_inactive`` is logged but has no threshold: no run measured had a dead head (0 in
+the healthy and the collapsed runs), and a dead head gives one logit, which the logit spread
+catches."""
+
+
+def collapse_warnings(row: Mapping[str, object], warned: set[str]) -> list[str]:
+    """One line per ``COLLAPSE_SIGNALS`` entry the logged ``row`` crosses and ``warned`` does
+    not hold yet (added to it): a run says each signal once, and never stops for it."""
+    lines = []
+    for signal in COLLAPSE_SIGNALS:
+        value = row.get(signal.metric)
+        if signal.metric not in warned and signal.crossed(value):
+            warned.add(signal.metric)
+            lines.append(signal.line(str(row.get("split", "")), int(row.get("step", 0)), value))
+    return lines

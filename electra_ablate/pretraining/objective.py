@@ -80,6 +80,11 @@ class ObjectiveParams(SpecModel):
 
     mask_rate: float = Field(0.15, gt=0.0, lt=1.0, description="fraction of tokens selected")
 
+    def inapplicable(self) -> frozenset[str]:
+        """Fields that mean nothing under the other settings (a unigram generator reads no
+        input, so how it reads [MASK] is moot): no departure is stated for them."""
+        return frozenset()
+
 
 @dataclass
 class StepOutput:

@@ -46,6 +46,8 @@ from electra_ablate.report.document import writable_folder
 from electra_ablate.report.efficiency import (
     CROSSOVERS_FILE,
     EFFICIENCY_FILE,
+    NO_FLOOR,
+    WITHIN_NOISE,
     crossover_cell,
     family_efficiency,
     interval_marks,
@@ -114,6 +116,21 @@ class FamilyTasks:
     family: TaskFamily
     own: dict[str, list[str]]
     """Study name -> the tasks its own aggregate of the family averages, in registry order."""
+    narrowed_from: tuple[str, ...] = ()
+    """For a like-for-like aggregate (``like_for_like``): the tasks the studies share, of which
+    ``own`` keeps those every objective has in every study; empty otherwise."""
+
+    @property
+    def title(self) -> str:
+        """The section's heading."""
+        return f"{self.family.title}, like for like" if self.narrowed_from else self.family.title
+
+    @property
+    def stem(self) -> str:
+        """The stem of the section's figure."""
+        if self.narrowed_from:
+            return f"{self.family.name}_like_for_like_compare_vs_flops"
+        return compare_stem(self.family)
 
     @property
     def shared(self) -> list[str]:
@@ -134,6 +151,14 @@ class FamilyTasks:
         besides."""
         shared, agg = self.shared, self.family.aggregate
         count = "the task" if len(shared) == 1 else f"the {len(shared)} tasks"
+        if self.narrowed_from:
+            lacking = [t for t in self.narrowed_from if t not in shared]
+            return (
+                f"{agg} like for like, over {count} every objective has in every study: "
+                f"{', '.join(shared)}. The studies share {', '.join(self.narrowed_from)}, but "
+                f"some objective lacks {', '.join(lacking)} somewhere, and a label missing a "
+                f"task has no {agg} of its own."
+            )
         if all(len(t) == len(shared) for t in self.own.values()):
             return f"{agg} over {count} every study evaluated: {', '.join(shared)}."
         extra = [
@@ -165,6 +190,27 @@ def aggregate_tasks(sources: Mapping[str, StudyTables]) -> list[FamilyTasks]:
             own[n] = ordered_tasks(rows["task"].to_list())
         found.append(FamilyTasks(family, own))
     return found
+
+
+def like_for_like(tasks: FamilyTasks, sources: Mapping[str, StudyTables]) -> FamilyTasks | None:
+    """Where an objective in every study lacks one of the family's shared tasks at its final
+    checkpoint somewhere (a fine-tune cut by a deadline, one that failed), the same family over
+    the tasks every such objective has everywhere, labelled as such (issue 72); None where none
+    lacks one or no task is left. ``sources``: restricted to the shared tasks."""
+    rows = pretrained_rows(tasks, sources)
+    labels = [set(r["label"].to_list()) for r in rows.values()]
+    everywhere = set.intersection(*labels) if labels else set()
+    held = []
+    for r in rows.values():
+        for label in everywhere:
+            own = r.filter(pl.col("label") == label)
+            last = own.filter(pl.col("checkpoint_fraction") == own["checkpoint_fraction"].max())
+            held.append(set(last["task"].to_list()))
+    common = set.intersection(*held) if held else set()
+    if not common or common >= set(tasks.shared):
+        return None
+    kept = ordered_tasks(common)
+    return FamilyTasks(tasks.family, {n: kept for n in tasks.own}, tuple(tasks.shared))
 
 
 def restricted(source: StudyTables, shared: Mapping[str, Sequence[str]]) -> StudyTables:
@@ -199,15 +245,33 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
     out_dir = Path(out_dir) if out_dir is not None else default_out(names)
 
     writable_folder(out_dir)
+    passes: list[tuple[FamilyTasks, list[StudyTables]]] = []
     for tasks in compared:
+        passes.append((tasks, sources))
+        narrowed = like_for_like(tasks, dict(zip(names, sources, strict=True)))
+        if narrowed is not None:
+            narrow = {**shared, tasks.family.name: narrowed.shared}
+            passes.append((narrowed, [restricted(s, narrow) for s in read]))
+    with_section: set[str] = set()
+    for tasks, family_sources in passes:
         family, family_name = tasks.family, tasks.family.name
-        own = {n: f.filter(pl.col("family") == family_name) for n, f in frames.items()}
+        family_frames = (
+            frames
+            if family_sources is sources
+            else {n: scored(s) for n, s in zip(names, family_sources, strict=True)}
+        )
+        own = {n: f.filter(pl.col("family") == family_name) for n, f in family_frames.items()}
         common = common_labels(own)
         if not common:
-            skipped[family.title] = unscored_reason(
-                tasks, own, dict(zip(names, sources, strict=True))
-            )
+            if not tasks.narrowed_from:
+                skipped[family.title] = unscored_reason(
+                    tasks, own, dict(zip(names, family_sources, strict=True))
+                )
             continue
+        if tasks.narrowed_from and family.title in skipped:
+            skipped[family.title] += (
+                f"; compared like for like below over {', '.join(tasks.shared)}"
+            )
         objective_of = dict(
             next(iter(own.values()))
             .filter(pl.col("label").is_in(common))
@@ -224,11 +288,14 @@ def write_comparison(folders: Sequence[Path], out_dir: Path | None = None) -> Pa
             if row.height
         ]
         plotted.append(family_name)
-        sections.append(family_section(tasks, own, common, sources, names))
-        plot_comparison(family, own, common, colors, out_dir)
+        sections.append(family_section(tasks, own, common, family_sources, names))
+        plot_comparison(family, own, common, colors, out_dir, tasks.stem)
+        if family_name in with_section:  # its efficiency is the shared tasks' section's
+            continue
+        with_section.add(family_name)
         found = {
             n: family_efficiency(shared_rows(s, family_name, common), family)
-            for n, s in zip(names, sources, strict=True)
+            for n, s in zip(names, family_sources, strict=True)
         }
         sections.append(efficiency_part(family, found, NO_INTERVAL_NOTE in sections[-1]))
         efficiency_rows.append(study_tables(found))
@@ -433,16 +500,30 @@ def efficiency_part(family, found: dict[str, Efficiency], explained: bool) -> st
     """Each study's multipliers and crossovers for the objectives they share, side by side:
     one row per pair and study, the multipliers at that study's own budgets. ``explained``:
     the family's section above already explains the mark of a figure without an interval."""
-    rows, crossings = [], []
+    rows, crossings, quiet = [], [], []
     some, missing = interval_marks(list(found.values()))
     mark = some and missing
-    for n, e in found.items():
-        for (a, b), ms in e.multipliers_by_pair().items():
-            cells = "; ".join(f"{sci(m.flops)}: {multiplier_cell(m, mark)}" for m in ms)
-            rows.append([a, b, n, cells])
-        crossings += [[c.a, c.b, n, crossover_cell(c, mark)] for c in e.crossovers]
     single = [n for n, e in found.items() if e.budgets < 2]
     parts = [f"### {family.title}: compute efficiency"]
+    if not some and any(e.multipliers or e.crossovers for e in found.values()):
+        return "\n\n".join([*parts, NO_FLOOR])  # one model per objective everywhere
+    for n, e in found.items():
+        for (a, b), ms in e.multipliers_by_pair().items():
+            drawn = [m for m in ms if not m.within_noise]
+            if not drawn:
+                quiet.append(f"{a} over {b} in {n}")
+                continue
+            cells = "; ".join(
+                f"{sci(m.flops)}: {WITHIN_NOISE if m.within_noise else multiplier_cell(m, mark)}"
+                for m in ms
+            )
+            rows.append([a, b, n, cells])
+        crossings += [
+            [c.a, c.b, n, crossover_cell(c, mark)] for c in e.crossovers if not c.within_noise
+        ]
+        quiet += [
+            f"the crossover of {c.a} and {c.b} in {n}" for c in e.crossovers if c.within_noise
+        ]
     if rows:
         parts.append(
             "B's compute for A's score at each of the study's budgets, as a multiple of A's "
@@ -455,9 +536,12 @@ def efficiency_part(family, found: dict[str, Efficiency], explained: bool) -> st
         parts.append(
             f"{', '.join(single)}: one budget per objective, so no multiplier or crossover."
         )
-    if rows and not some:
-        parts.append("One model per objective everywhere: no estimate here has an interval.")
-    elif mark and not explained:
+    if quiet:
+        parts.append(
+            "*Inside the noise floor* (the 95% CI of the difference holds none, or 1×), so not "
+            f"drawn: {'; '.join(quiet)}. Their estimates are in the CSV files beside this page."
+        )
+    if mark and not explained:
         parts.append(NO_INTERVAL_NOTE)
     return "\n\n".join(parts)
 
@@ -537,14 +621,14 @@ def family_section(
         head += [f"{n}: {family.aggregate}{' [95% CI]' if marks else ''}, seeds", f"{n}: FLOPs"]
     return "\n\n".join(
         [
-            f"## {family.title}",
+            f"## {tasks.title}",
             tasks.sentence(),
             f"Median {family.aggregate} per model at each study's final checkpoint"
             + ("." if marks else "; one model each, so no interval."),
             table(head, rows),
             *([left_out] if left_out else []),
             *([NO_INTERVAL_NOTE] if marks and not all(some) else []),
-            figure(f"{family.aggregate} vs pre-training FLOPs, every study", compare_stem(family)),
+            figure(f"{family.aggregate} vs pre-training FLOPs, every study", tasks.stem),
             "Colour: the objective; line style and marker: the study; band: 95% CI.",
         ]
     )
@@ -567,7 +651,7 @@ def compare_stem(family) -> str:
     return f"{family.name}_compare_vs_flops"
 
 
-def plot_comparison(family, own, common, colors, out_dir: Path) -> list[Path]:
+def plot_comparison(family, own, common, colors, out_dir: Path, stem: str) -> list[Path]:
     fig = Figure(figsize=(8.0, 4.8), layout="constrained")
     ax = fig.subplots()
     for i, frame in enumerate(own.values()):
@@ -610,7 +694,7 @@ def plot_comparison(family, own, common, colors, out_dir: Path) -> list[Path]:
         for i, name in enumerate(own)
     ]
     fig.legend(handles=handles, loc="outside right upper", fontsize="small")
-    return save_figure(fig, out_dir, compare_stem(family))
+    return save_figure(fig, out_dir, stem)
 
 
 def write_long_table(frame: pl.DataFrame, path: Path) -> None:

@@ -32,6 +32,7 @@ from electra_ablate.report.plots import (
     band_columns,
     flops_axis,
     median_with_band,
+    remove_figure,
     save_figure,
 )
 from electra_ablate.report.verdicts import NO_INTERVAL, NO_INTERVAL_NOTE, signed, with_interval
@@ -157,10 +158,12 @@ def multiplier_table_md(found: Efficiency, mark: bool) -> str:
     columns = budget_columns([m.flops for m in found.multipliers])
     rows = []
     for (a, b), found_pair in found.multipliers_by_pair().items():
+        if all(m.within_noise for m in found_pair):
+            continue  # nothing outside the noise floor: no row (``drawn_pairs`` says so)
         cells = [NO_VALUE] * len(columns)
         for m in found_pair:
             at = min(range(len(columns)), key=lambda i: abs(math.log(m.flops / columns[i])))
-            cells[at] = multiplier_cell(m, mark)
+            cells[at] = WITHIN_NOISE if m.within_noise else multiplier_cell(m, mark)
         rows.append([a, b, *cells])
     return table(["A", "B", *(f"at {sci(x)}" for x in columns)], rows)
 
@@ -176,8 +179,40 @@ def crossover_table_md(found: Efficiency, mark: bool) -> str:
             difference_cell(c.end, mark),
         ]
         for c in found.crossovers
+        if not c.within_noise
     ]
     return table(head, rows)
+
+
+WITHIN_NOISE = "within noise"
+"""A multiplier cell whose difference the measured noise floor holds (``Multiplier.within_noise``):
+not drawn."""
+
+
+def within_noise_line(found: Efficiency) -> str:
+    """One line naming the pairs whose every multiplier, or whose crossover, lies inside the
+    noise floor and so has no row (issue 72: nothing is drawn for such a difference)."""
+    quiet = [f"{a} over {b}" for (a, b), ms in found.multipliers_by_pair().items()
+             if all(m.within_noise for m in ms)]  # fmt: skip
+    crossings = [f"{c.a} and {c.b}" for c in found.crossovers if c.within_noise]
+    parts = []
+    if quiet:
+        parts.append(f"no multiplier of {', '.join(quiet)}")
+    if crossings:
+        parts.append(f"no crossover of {', '.join(crossings)}")
+    if not parts:
+        return ""
+    return (
+        f"*Inside the noise floor* (the 95% CI of the difference holds none, or 1×), so not "
+        f"drawn: {'; '.join(parts)}. Their estimates are in the CSV files beside this report."
+    )
+
+
+NO_FLOOR = (
+    "One model per objective (one pre-training and one fine-tuning seed): there is no measured "
+    "noise floor, so no multiplier or crossover is drawn; the estimates alone are in "
+    "`compute_efficiency.csv` and `crossovers.csv`."
+)
 
 
 ONE_BUDGET = (
@@ -200,20 +235,21 @@ def family_part(found: Efficiency, family: TaskFamily, stem: str | None) -> str 
     mark = some and missing
     parts = [f"### {heading(family)}"]
     if not some:
-        parts.append(
-            "One model per objective (one pre-training and one fine-tuning seed): these "
-            "estimates have no interval, so none of them is resolved."
-        )
-    if found.multipliers:
+        return "\n\n".join([*parts, NO_FLOOR])
+    drawn = [m for m in found.multipliers if not m.within_noise]
+    if drawn:
         parts += ["Multipliers (B's compute for A's score, as a multiple of A's):"]
         parts.append(multiplier_table_md(found, mark))
-    else:
+    elif not found.multipliers:
         parts.append("One pre-trained objective: no pair to compute a multiplier for.")
-    if found.crossovers:
+    if any(not c.within_noise for c in found.crossovers):
         parts += [
             "Crossovers, and each objective against the references evaluated without pre-training:",
             crossover_table_md(found, mark),
         ]
+    quiet = within_noise_line(found)
+    if quiet:
+        parts.append(quiet)
     if stem is not None:
         parts.append(figure(f"{family.title}: compute efficiency", stem))
     return "\n\n".join(parts)
@@ -249,11 +285,13 @@ def plot_efficiency(
     out_dir,
 ) -> str | None:
     """``efficiency_figure`` saved as ``<family>_efficiency``; returns that stem, or None when
-    there is no pair to draw."""
+    there is no pair to draw, and then an earlier report's figure of that name is removed: a
+    rewritten report must not leave a figure beside it that it no longer draws."""
     fig = efficiency_figure(found, family, scores, colors)
-    if fig is None:
-        return None
     stem = f"{family.name}_efficiency"
+    if fig is None:
+        remove_figure(out_dir, stem)
+        return None
     save_figure(fig, out_dir, stem)
     return stem
 
@@ -266,9 +304,12 @@ def efficiency_figure(
 ) -> Figure | None:
     """A row per pair of pre-trained objectives: both curves with their 95% CI bands and the
     crossover marked (left), the multiplier of each over the other against budget (right, log
-    scale). None when there is no pair."""
+    scale). Only what lies outside the measured noise floor is drawn (``within_noise``): a pair
+    with nothing outside it has no row. None when there is no pair to draw."""
     trained = [label for label, c in found.curves.items() if not c.flat and len(c.flops) > 1]
-    pairs = list(combinations(trained, 2))
+    outside = {(m.a, m.b) for m in found.multipliers if not m.within_noise}
+    outside |= {(c.a, c.b) for c in found.crossovers if not c.within_noise}
+    pairs = [(a, b) for a, b in combinations(trained, 2) if {(a, b), (b, a)} & outside]
     if not pairs:
         return None
     fig = Figure(figsize=(2 * PANEL_WIDTH, 0.85 * PANEL_HEIGHT * len(pairs)), layout="constrained")
@@ -278,13 +319,13 @@ def efficiency_figure(
     for (a, b), (left, right) in zip(pairs, axes, strict=True):
         pair = {label: colors[label] for label in (a, b)}
         median_with_band(left, scores.filter(pl.col("label").is_in(pair)), pair, band)
-        if (c := crossings.get((a, b))) is not None and c.crossings:
+        if (c := crossings.get((a, b))) is not None and c.crossings and not c.within_noise:
             mark_crossover(left, c)
         left.set_ylabel(family.aggregate or family.title, fontsize="small")
         left.set_title(f"{a} vs {b}", fontsize="small")
         left.legend(fontsize="x-small")
         for x, y in ((a, b), (b, a)):
-            own = [m for m in found.multipliers if m.a == x and m.b == y]
+            own = [m for m in found.multipliers if m.a == x and m.b == y and not m.within_noise]
             multiplier_panel(right, own, colors[x], f"{y}'s compute for {x}'s score")
         right.axhline(1.0, color="0.5", linewidth=0.8)
         multiplier_axis(right)

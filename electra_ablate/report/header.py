@@ -15,10 +15,13 @@ from electra_ablate.analysis.deviations import deviations, evaluation_blocks, fi
 from electra_ablate.analysis.results import ordered_tasks
 from electra_ablate.backbone.config import preset
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.infra.errors import AblateError
 from electra_ablate.infra.identity import REPORTING_FIELDS
 from electra_ablate.pretraining.config import PretrainSpec
-from electra_ablate.pretraining.engine.optim import warmup_beyond_run
+from electra_ablate.pretraining.engine.optim import schedule_reach, warmup_beyond_run
 from electra_ablate.pretraining.engine.plan import RunPlan
+from electra_ablate.pretraining.objective import Objective
+from electra_ablate.pretraining.registry import available_objectives, installed_objective
 from electra_ablate.report.markdown import (
     NO_VALUE,
     duration,
@@ -303,6 +306,7 @@ def header(
         ("Data", data_text(study)),
         ("Backbone", inline(study.get("backbone"))),
         ("Pre-training recipe", inline(pretrain)),
+        ("Learning-rate schedule", schedule_row(study, runs)),
         ("Output biases", output_bias_text(study)),
         ("Deviations from the paper", deviations_text(study)),
         ("FLOPs budget", inline(study.get("budget"))),
@@ -360,6 +364,70 @@ def header(
     about = f"*{text}*\n\n" if (text := described(study)) else ""
     about += f"*{text}*\n\n" if (text := warmup_beyond_text(study, runs)) else ""
     return f"# Study `{name}`\n\n{about}" + table(["", ""], rows)
+
+
+def schedule_row(study: Mapping[str, Any], runs: pl.DataFrame | None) -> str:
+    """Which schedule shape the runs followed (``PretrainSpec.schedule_text``), and the peak
+    rate each finished run reached and its last step's rate: once when every run's are the
+    same, else per objective. Under the budget and per-run shapes a staged objective's schedule
+    restarts at each stage, whose steps the runs table does not hold: the row says so rather
+    than give a number."""
+    spec = pretrain_spec(study)
+    if spec is None:  # an older study.json this version cannot read
+        return NO_VALUE
+    text = spec.schedule_text()
+    done = finished_runs(runs)
+    if done is None:
+        return text
+    reaches: dict[str, str] = {}
+    for row in (
+        done.group_by("variant", "label", "objective")
+        .agg(pl.col("steps").max())
+        .sort("label", "variant")
+        .rows(named=True)
+    ):
+        label = f"{row['label']} ({row['variant']})" if row["variant"] else row["label"]
+        if spec.schedule_shape != "paper" and staged(row["objective"]):
+            reaches[label] = "restarted at each stage"
+        else:
+            reaches[label] = schedule_reach(one_stage(int(row["steps"])), spec).describe()
+    if len(set(reaches.values())) == 1:
+        return f"{text}; every run: {next(iter(reaches.values()))}"
+    return f"{text}; " + "; ".join(f"`{label}`: {reach}" for label, reach in reaches.items())
+
+
+def pretrain_spec(study: Mapping[str, Any]) -> PretrainSpec | None:
+    """The study's ``pretrain`` section as this version reads it, None where it cannot."""
+    given = study.get("pretrain") or {}
+    try:
+        return PretrainSpec.model_validate(
+            {k: v for k, v in given.items() if k in PretrainSpec.model_fields}
+        )
+    except ValidationError:
+        return None
+
+
+def finished_runs(runs: pl.DataFrame | None) -> pl.DataFrame | None:
+    """The finished pre-training runs of the runs table (no baseline), None when there is none."""
+    if runs is None or not runs.height:
+        return None
+    done = runs.filter((pl.col("objective") != "none") & (pl.col("status") == "done"))
+    return done if done.height else None
+
+
+def one_stage(steps: int) -> RunPlan:
+    """A run of ``steps`` steps in one stage: what the runs table says of a run's plan."""
+    return RunPlan((steps,), ({"paper": 1.0, "standard": 1.0},), ())
+
+
+def staged(objective: str) -> bool:
+    """Whether ``objective`` (installed here) trains in more than one stage: it overrides
+    ``Objective.stages``. An objective not installed here reads as one stage."""
+    try:
+        found = installed_objective(objective, available_objectives())
+    except AblateError:  # a module path that does not import here
+        return False
+    return found is not None and found.stages is not Objective.stages
 
 
 def warmup_beyond_text(study: Mapping[str, Any], runs: pl.DataFrame | None) -> str:

@@ -148,6 +148,12 @@ def save_figure(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
     return paths
 
 
+def remove_figure(out_dir: Path, stem: str) -> None:
+    """Remove ``stem.png`` and ``stem.svg`` (what ``save_figure`` writes) where present."""
+    for fmt in ("png", "svg"):
+        (Path(out_dir) / f"{stem}.{fmt}").unlink(missing_ok=True)
+
+
 def grid(n_panels: int, max_cols: int = 3) -> tuple[Figure, list[Axes]]:
     cols = min(max_cols, n_panels)
     rows = math.ceil(n_panels / cols)

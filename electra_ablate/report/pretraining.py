@@ -21,7 +21,7 @@ from electra_ablate.report.markdown import NO_VALUE, figure, sci, table
 
 SMOOTHING = 5  # logged points in the rolling mean of a training curve
 
-DIAGNOSTIC_KINDS = ("nats_learnt", "auc", "divergence", "entropy", "rate", "accuracy")
+DIAGNOSTIC_KINDS = ("nats_learnt", "auc", "spread", "divergence", "entropy", "rate", "accuracy")
 """Kinds drawn and tabled, in this order. Raw losses are left out: each objective scales its own
 (ELECTRA's total is MLM + 50 x BCE), and "nats learnt" is the same loss measured against the
 prior, with a meaningful zero; precision and recall at logit 0 say little of a detector that
@@ -30,6 +30,7 @@ ranks (docs/design.md, the pre-training recipe)."""
 KIND_TITLES = {
     "nats_learnt": "nats learnt over the prior",
     "auc": "ROC-AUC",
+    "spread": "spread (0: collapsed)",
     "divergence": "KL divergence (nats)",
     "entropy": "entropy (nats)",
     "rate": "share",
@@ -103,6 +104,11 @@ TABLE_KINDS = ("nats_learnt", "auc")
 """The kinds the report's table shows (whether, and when, a model left its prior); the other
 kinds are drawn in the panels and listed in ``DIAGNOSTICS_FILE``."""
 
+MONITOR_KINDS = ("spread",)
+"""The collapse monitor's kinds, also in the table (their final values, no crossing): an AUC at
+0.5 with a spread near 0 is a collapse, not a detector still learning
+(``pretraining.metric_names.COLLAPSE_SIGNALS``)."""
+
 
 def run_rows(metrics: pl.DataFrame, labels: Sequence[str]):
     """``(display name, label, seed, train rows, held-out rows)`` per run, in label order."""
@@ -168,11 +174,16 @@ def diagnostics_section(
     columns = [
         (name, kind)
         for name, kind, qualified in diagnostics
-        if kind in TABLE_KINDS and not qualified
+        if kind in TABLE_KINDS + MONITOR_KINDS and not qualified
     ]
     rows = []
     for name, label, _, train, heldout in run_rows(metrics, labels):
-        cells = [crossing_cell(train, heldout, metric, kind) for metric, kind in columns]
+        cells = [
+            crossing_cell(train, heldout, metric, kind)
+            if kind in CROSSING
+            else final_value(train, heldout, metric)
+            for metric, kind in columns
+        ]
         rows.append([name, *([scores[1].get(label, NO_VALUE)] if scores else []), *cells])
     header = [
         "Label",
@@ -180,7 +191,7 @@ def diagnostics_section(
         *(name for name, _ in columns),
     ]
     qualified = [name for name, _, q in diagnostics if q]
-    others = sorted({kind for _, kind, _ in diagnostics} - set(TABLE_KINDS))
+    others = sorted({kind for _, kind, _ in diagnostics} - set(TABLE_KINDS + MONITOR_KINDS))
     return "\n\n".join(
         [
             "## Pre-training: did each model learn, and when?",
@@ -200,6 +211,7 @@ def diagnostics_section(
             f"the training curve, smoothed over {SMOOTHING} logged points, first reaches x "
             f"({CROSSING['nats_learnt']:g} nats learnt: off the plateau; AUC "
             f"{CROSSING['auc']:g}: ranks replacements)."
+            + monitor_note(diagnostics)
             + (
                 f" The other diagnostics ({', '.join(KIND_TITLES[k] for k in others)}) are drawn "
                 f"below and listed per run in [`{DIAGNOSTICS_FILE}`]({DIAGNOSTICS_FILE})."
@@ -211,6 +223,22 @@ def diagnostics_section(
             figure("Pre-training diagnostics vs FLOPs", "pretrain_curves"),
             "Solid: training batches, smoothed; dots: held-out split at checkpoints.",
         ]
+    )
+
+
+def monitor_note(diagnostics: list[tuple[str, str, bool]]) -> str:
+    """What the collapse monitor's columns mean, where the runs logged them."""
+    if not any(kind in MONITOR_KINDS for _, kind, _ in diagnostics):
+        return ""
+    return (
+        " The collapse monitor: `enc_spread` is how much the kept encoder's final states "
+        "differ across a sequence's positions (per unit, the standard deviation over positions, "
+        "over the states' root mean square): 0 means every position has the same state, an "
+        "encoder that has collapsed; `disc_head_logit_spread` is the standard deviation of the "
+        "detection head's logits over ordinary tokens: 0 means one answer whatever the token "
+        "(AUC 0.5 with it is a constant detector, not one still learning). A run warns when a "
+        "held-out value crosses its threshold (`electra_ablate.pretraining.metric_names."
+        "COLLAPSE_SIGNALS`)."
     )
 
 

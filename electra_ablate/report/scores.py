@@ -12,14 +12,20 @@ import polars as pl
 
 import electra_ablate.report.verdicts as verdicts
 from electra_ablate.analysis.results import (
+    at_checkpoint,
     checkpoint_values,
+    common_tasks,
+    constant_aggregates,
     constant_tasks,
     evaluated_only_at_start,
+    family_scores,
+    finetuned_tasks,
     ordered_tasks,
     ranking,
+    score_rows_only,
     task_order_key,
 )
-from electra_ablate.evaluation.task import TaskFamily
+from electra_ablate.evaluation.task import MAJORITY_BASELINE, MAJORITY_SHARE, TaskFamily
 from electra_ablate.report.markdown import (
     NO_VALUE,
     figure,
@@ -134,6 +140,102 @@ def constant_note(constant: dict[str, float], family: TaskFamily, tasks: pl.Data
         f"*Every model gives one value*, the no-pre-training baseline included: {listed}. Such "
         "a task tells the objectives nothing here (typically every encoder predicts one class)."
         + enters
+    )
+
+
+def makeup_section(
+    family: TaskFamily,
+    tasks: pl.DataFrame,
+    names: Sequence[str],
+    labels: Sequence[str],
+    final: float,
+) -> str:
+    """What each task's score is made of at ``final`` (the baseline at 0): per label, the share
+    of dev predictions in the most frequent predicted class (median over fine-tunes, with the
+    largest), and in each heading the majority-class baseline, the score of always predicting
+    the dev set's majority class (``evaluation.task.PREDICTION_FACTS``). A task with no share
+    (regression) or a fine-tune recorded before shares were kept shows ``NO_VALUE``."""
+    at = at_checkpoint(tasks, final)
+    shares = at.filter(pl.col("metric") == MAJORITY_SHARE)
+    if shares.is_empty() and not finetuned_tasks(names):
+        return ""  # probes and other tasks that fine-tune nothing predict no classes
+    if shares.is_empty():
+        return (
+            f"*Majority shares*: {NO_VALUE} (these fine-tunes were recorded before the share of "
+            "predictions in one class and the majority-class baseline were kept)."
+        )
+    baselines = at.filter(pl.col("metric") == MAJORITY_BASELINE)
+    header = []
+    for task in names:
+        base = lookup(baselines, task=task)
+        header.append(f"{task} (baseline {base['median']:.1f})" if base else task)
+    present = [label for label in labels if label in set(at["label"].to_list())]
+    rows = []
+    for label in present:
+        cells = []
+        for task in names:
+            share = lookup(shares, label=label, task=task)
+            if share is None:
+                cells.append(NO_VALUE)
+            elif share["n"] == 1 or share["median"] == share["max"]:
+                cells.append(f"{share['median']:.0f}%")
+            else:
+                cells.append(f"{share['median']:.0f}% (≤{share['max']:.0f}%)")
+        rows.append([label, *cells])
+    return "\n\n".join(
+        [
+            f"What each {family.title} score is made of: the share of dev predictions in the "
+            "model's most frequent class (median over fine-tunes, the largest after ≤; 100% is "
+            "a constant prediction), and in each heading the majority-class baseline, the score "
+            f"of always predicting the dev set's majority class. {NO_VALUE}: a regression task, "
+            "or a fine-tune recorded before shares were kept.",
+            table(["Label", *header], rows),
+        ]
+    )
+
+
+def constant_aggregate_note(family: TaskFamily, flagged: dict[str, list[str]]) -> str:
+    """One line naming the labels whose aggregate is constant predictions
+    (``results.constant_aggregates``), and what in it still varies."""
+    if not flagged:
+        return ""
+    parts = []
+    for label, varying in flagged.items():
+        rest = f" (only {', '.join(varying)} varies)" if varying else ""
+        parts.append(f"{label}{rest}")
+    return (
+        f"**Constant predictions**: the {family.aggregate} of {'; '.join(parts)} is made of "
+        "constant predictions on every classification task it averages: each fine-tune put "
+        "all its dev predictions in one class, so those tasks measure which class it landed "
+        "on, not what the encoder learnt."
+    )
+
+
+def like_for_like_section(
+    family: TaskFamily, results: pl.DataFrame, labels: Sequence[str], final: float
+) -> str:
+    """Where labels miss tasks at ``final``: the aggregate over the tasks every label has
+    (``results.common_tasks``), labelled with its task list, since the family's own aggregate
+    leaves out every label that misses one."""
+    common = common_tasks(results, final)
+    if common is None:
+        return ""
+    start = set(evaluated_only_at_start(results))
+    scores = family_scores(results.filter(pl.col("task").is_in(common)))
+    name = f"{family.title} over {', '.join(common)}"
+    rows = []
+    for label in labels:
+        row = lookup(scores, label=label, checkpoint_fraction=0.0 if label in start else final)
+        if row is not None:
+            rows.append([label, score(row)])
+    return "\n\n".join(
+        [
+            f"**Like for like**: not every label has every {family.title} task at "
+            f"{fraction(final)} of the budget, so beside the {family.aggregate} (which leaves "
+            f"out a label missing a task) here is the mean over the tasks every label has: "
+            f"{name}.",
+            table(["Label", f"{name}: per model median (min–max)"], rows),
+        ]
     )
 
 
@@ -261,8 +363,11 @@ def final_section(
     if family.published and not show_published:
         parts.append(not_comparable_note(family))
     for note in (
+        makeup_section(family, tasks, names, labels, final),
         verdicts.NO_INTERVAL_NOTE if comparison.some_without_interval else "",
         constant_note(constant, family, tasks),
+        constant_aggregate_note(family, constant_aggregates(tasks, final)),
+        like_for_like_section(family, results, labels, final),
         verdicts.noise_note(comparison, ranked["label"].to_list()),
     ):
         if note:
@@ -284,7 +389,8 @@ def final_section(
     if gap:
         parts.append(gap)
     parts.append(figure(f"{family.aggregate} vs pre-training FLOPs", f"{family.name}_vs_flops"))
-    others = tasks.filter(~pl.col("headline") & (pl.col("checkpoint_fraction") == final))
+    at_final = score_rows_only(tasks).filter(pl.col("checkpoint_fraction") == final)
+    others = at_final.filter(~pl.col("headline"))
     if others.height:
         pairs_ = others.select("task", "metric").unique().iter_rows()
         columns = sorted(pairs_, key=lambda tm: (task_order_key(tm[0]), tm[1]))

@@ -17,7 +17,7 @@ from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
 from electra_ablate.evaluation.run import reference_run_id
 from electra_ablate.evaluation.task import family_of, get_task
 from electra_ablate.infra.errors import SpecError
-from electra_ablate.pretraining.engine.optim import warmup_beyond_run
+from electra_ablate.pretraining.engine.optim import per_run_shapes, warmup_beyond_run
 from electra_ablate.pretraining.engine.plan import budget_rounding, plan_run
 from electra_ablate.pretraining.flops import training_flops
 from electra_ablate.pretraining.objective import Objective
@@ -54,11 +54,19 @@ class StudyPlan:
     def notes(self) -> list[str]:
         """What the plan does that the spec's settings alone do not show, one line each (the
         dry run prints them, a run warns them): a budget rounded far from whole steps, a
-        warm-up longer than a run (``pretrain.warmup_beyond_run``), ``task_epochs`` overriding
-        ``epochs``."""
+        warm-up longer than a run (``pretrain.warmup_beyond_run``), an absolute warm-up that
+        gives the objectives different schedule shapes (``optim.per_run_shapes``),
+        ``task_epochs`` overriding ``epochs``."""
         lines: list[str] = []
         for variant, spec, _ in self.variants:
             lines += [variant_note(variant, line) for line in spec.plan_notes()]
+            runs = {
+                unit.label: unit.plan
+                for unit in self.units
+                if isinstance(unit, RunUnit) and unit.variant == variant
+            }
+            if (shapes := per_run_shapes(list(runs.items()), spec.pretrain)) is not None:
+                lines.append(variant_note(variant, shapes))
         for unit in self.units:
             if not isinstance(unit, RunUnit):
                 continue

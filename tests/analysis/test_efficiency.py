@@ -559,3 +559,23 @@ def test_crossover_end_differences_use_the_confidence_asked_for():
         curves["A"].first, curves["B"].first, resamples=RESAMPLES, confidence=0.5
     )
     assert c.start.ci_low == pytest.approx(expected.ci_low)
+
+
+def test_a_difference_inside_the_noise_floor_is_marked_not_to_be_drawn():
+    """Issue 72: no multiplier or crossover is drawn for a difference the measured noise
+    cannot tell from none; with one model per arm there is no measured floor at all."""
+    spread = [-3.0, -1.5, 0.0, 1.5, 3.0]
+    close = curves_of(
+        tidy("A", lambda x: curve(x) + 0.2, noise=0, effect=0, offsets=spread),
+        tidy("B", curve, noise=0, effect=0),
+    )
+    assert all(m.within_noise for m in multipliers(close["A"], close["B"], resamples=RESAMPLES))
+    assert crossover(close["A"], close["B"], resamples=RESAMPLES).within_noise
+    seeds = {"pretrain": 1, "finetune": 1}
+    single = curves_of(
+        tidy("A", curve, seed=1, **seeds), tidy("B", lambda x: curve(x / 4), seed=2, **seeds)
+    )
+    assert all(m.within_noise for m in multipliers(single["A"], single["B"], resamples=RESAMPLES))
+    apart = curves_of(tidy("A", curve, seed=1), tidy("B", lambda x: curve(x / 4), seed=2))
+    found = multipliers(apart["A"], apart["B"], resamples=RESAMPLES)
+    assert not found[0].within_noise and found[0].ci_low > 1  # fourfold, resolved: drawn

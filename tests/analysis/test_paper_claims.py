@@ -31,6 +31,7 @@ TYING_STUDY = {  # studies/weight_tying.yaml
     "tie_none": ("electra", {"generator_size": 1.0, "tying": "none"}),
     "tie_embeddings": ("electra", {"generator_size": 1.0, "tying": "embeddings"}),
     "tie_all": ("electra", {"generator_size": 1.0, "tying": "all"}),
+    "tie_gdes": ("electra", {"generator_size": 1.0, "tying": "gdes"}),  # not in the paper
 }
 GENERATOR_SIZE_STUDY = {  # studies/generator_size.yaml
     "gen_unigram": ("electra", {"generator": "unigram"}),

@@ -8,6 +8,8 @@ import pytest
 from electra_ablate.analysis.results import (
     RESULTS_SCHEMA,
     append_rows,
+    common_tasks,
+    constant_aggregates,
     family_scores,
     model_scores,
     paper_scores,
@@ -20,7 +22,11 @@ from electra_ablate.analysis.results import (
     write_table,
 )
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
+from electra_ablate.evaluation.task import MAJORITY_SHARE
 from electra_ablate.infra.errors import AblateError
+
+TASKS_5 = ("cola", "sst2", "mrpc", "stsb", "rte")
+CLASSES = ("cola", "sst2", "mrpc", "rte")  # STS-B is a regression: no majority share
 
 
 def row(
@@ -274,3 +280,32 @@ def test_score_intervals_count_seeds_and_match_the_stats_module():
     assert (found["n_pretrain"], found["n_finetune"]) == (3, 2)
     assert (found["ci_low"], found["ci_high"]) == (expected.ci_low, expected.ci_high)
     assert found["ci_low"] < family_scores(results)["median"][0] < found["ci_high"]
+
+
+def share_row(label: str, task: str, value: float, **kw) -> dict[str, object]:
+    """A fine-tune's majority-share row (``PREDICTION_FACTS``): never a headline."""
+    return {**row(label, task, value, metric=MAJORITY_SHARE, headline=False, **kw)}
+
+
+def test_an_aggregate_of_constant_predictions_is_flagged_with_what_still_varies():
+    rows = [
+        *(row(label, task, 50.0) for label in ("ELECTRA", "BERT") for task in TASKS_5),
+        *(share_row("ELECTRA", task, 100.0, finetune_seed=s) for task in CLASSES for s in (0, 1)),
+        share_row("BERT", "cola", 100.0),
+        share_row("BERT", "rte", 93.5),  # one class not quite always: learnt something
+    ]
+    scored = task_scores(pl.DataFrame(rows))
+    assert constant_aggregates(scored, 1.0) == {"ELECTRA": ["stsb"]}
+    older = task_scores(
+        pl.DataFrame([row(label, t, 50.0) for label in ("A", "B") for t in TASKS_5])
+    )
+    assert constant_aggregates(older, 1.0) == {}  # no shares recorded: nothing said
+
+
+def test_labels_missing_tasks_get_the_tasks_every_label_has():
+    full = [row("ELECTRA", t, 50.0) for t in TASKS_5]
+    cut = [row("BERT", t, 50.0) for t in TASKS_5 if t != "sst2"]
+    baseline = [row("none", t, 40.0, fraction=0.0) for t in ("cola", "rte", "stsb", "sst2")]
+    frame = pl.DataFrame([*full, *cut, *baseline])
+    assert common_tasks(frame, 1.0) == ["cola", "stsb", "rte"]
+    assert common_tasks(pl.DataFrame([*full, *(row("BERT", t, 1.0) for t in TASKS_5)]), 1.0) is None

@@ -39,6 +39,7 @@ from electra_ablate.conformance import (
 )
 from electra_ablate.infra.errors import AblateError, InputError
 from electra_ablate.pretraining.objective import KeptModel, ObjectiveParams, StepOutput
+from electra_ablate.pretraining.registry import available_objectives
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -152,6 +153,21 @@ def rejected(objective_class, **kwargs) -> ContractError:
 @pytest.mark.parametrize("name", BUILT_IN)
 def test_every_built_in_objective_keeps_the_contract(name):
     assert check_objective(name) == list(RULES)
+
+
+# the built-ins whose params take ``tying`` (a generator sharing the main encoder's embeddings)
+TIED = [name for name in BUILT_IN if "tying" in available_objectives()[name].Params.model_fields]
+
+
+def test_some_built_ins_tie_a_generator():
+    assert "electra" in TIED
+
+
+@pytest.mark.parametrize("name", TIED)
+def test_every_built_in_with_a_generator_keeps_the_contract_under_gdes_tying(name):
+    """``tying: gdes`` rebuilds the main encoder's embeddings (docs/design.md): every objective
+    whose params take ``tying`` keeps the contract with it."""
+    assert check_objective(name, {"tying": "gdes", "generator_size": 1.0}) == list(RULES)
 
 
 def test_a_kept_encoder_the_loss_never_used_is_rejected_by_the_gradient_rule():

@@ -15,6 +15,7 @@ from electra_ablate.evaluation.finetune.classifier import GlueClassifier, layerw
 from electra_ablate.evaluation.finetune.loop import finetune_task, masked, predict
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.task import GLUE_TASKS
+from electra_ablate.evaluation.task import MAJORITY_BASELINE, MAJORITY_SHARE, PREDICTION_FACTS
 from electra_ablate.infra.errors import AblateError
 from electra_ablate.pretraining.objective import KeptModel
 
@@ -207,3 +208,29 @@ def test_masked_gives_a_compiled_step_a_mask_without_changing_the_batch():
     assert with_mask["input_ids"] is ids
     padded = {**full, "attention_mask": (ids != 0).long()}
     assert masked(padded)["attention_mask"] is padded["attention_mask"]
+
+
+def test_prediction_facts_give_the_majority_share_and_the_majority_class_baseline():
+    """What a classification score is made of (issue 72): the share of dev predictions in the
+    most frequent predicted class, and the headline score of always predicting the dev set's
+    majority class; a regression task has neither."""
+    labels = np.array([1, 1, 1, 0])
+    cola = GLUE_TASKS["cola"]  # headline Matthews: a constant prediction scores 0
+    facts = cola.prediction_facts(np.array([0, 0, 0, 0]), labels)
+    assert facts == {MAJORITY_SHARE: 100.0, MAJORITY_BASELINE: 0.0}
+    facts = CLASSIFY.prediction_facts(np.array([0, 1, 1, 1, 0]), np.array([0, 0, 0, 1, 1]))
+    assert facts == {MAJORITY_SHARE: 60.0, MAJORITY_BASELINE: 60.0}  # accuracy of all-0
+    assert REGRESS.prediction_facts(np.array([0.5, 1.0]), np.array([1.0, 2.0])) == {}
+    assert set(PREDICTION_FACTS) == {MAJORITY_SHARE, MAJORITY_BASELINE}
+
+
+def test_a_finetune_records_its_prediction_facts_beside_its_metrics():
+    train, dev = marker_rows(64, 0), marker_rows(64, 1)
+    one_epoch = FAST.model_copy(update={"epochs": 1})
+    result = finetune_task(micro_kept(), CLASSIFY, train, dev, one_epoch, seed=0)
+    share = float(np.mean([r["label"] for r in dev]))
+    assert result[MAJORITY_BASELINE] == pytest.approx(100 * max(share, 1 - share))
+    assert 50.0 <= result[MAJORITY_SHARE] <= 100.0
+    regression = marker_rows(64, 1, regression=True)
+    scored = finetune_task(micro_kept(), REGRESS, regression, regression, one_epoch, seed=0)
+    assert not set(PREDICTION_FACTS) & set(scored)

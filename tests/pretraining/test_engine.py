@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from engine_helpers import CFG, SEQ, UNIFORM, make_trainer
-from safetensors.torch import load_file
+from engine_helpers import CFG, SEQ, UNIFORM, Crash, assert_same_run, make_trainer
 
 from electra_ablate.checkpoints.kept import load_kept
 from electra_ablate.infra.errors import DataError, TrainingDiverged
@@ -114,30 +113,6 @@ def test_no_weight_decay_on_layernorm_and_biases():
     assert all("norm" in names[id(p)] or names[id(p)].endswith("bias") for p in no_decay["params"])
     assert all(p.ndim == 2 for p in decay["params"])
     assert optimizer.defaults["eps"] == 1e-6 and optimizer.defaults["betas"] == (0.9, 0.999)
-
-
-def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    state = sorted((run_dir / "states").glob("step-*"))[-1]
-    return load_file(str(state / "model.safetensors"))
-
-
-def metric_rows(run_dir: Path) -> list[dict]:
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    for row in rows:
-        row.pop("tokens_per_s", None)
-    return rows
-
-
-def assert_same_run(a: Path, b: Path) -> None:
-    wa, wb = final_weights(a), final_weights(b)
-    assert wa.keys() == wb.keys()
-    for k in wa:
-        assert torch.equal(wa[k], wb[k]), k
-    assert metric_rows(a) == metric_rows(b)
-
-
-class Crash(Exception):
-    pass
 
 
 @pytest.mark.parametrize("name", ["electra", "two_stage"])

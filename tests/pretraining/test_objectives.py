@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from electra_ablate.objectives.all_tokens_mlm import copy_mixture_log_prob
+from engine_helpers import pair_batch
 from objective_names import BUILT_IN, MODULE_PREFIX
 
 import electra_ablate.pretraining.components as components
@@ -30,16 +31,7 @@ NAMES = list(BUILT_IN)
 
 
 def make_batch(seed: int = 0, batch: int = 4, length: int = 32) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    ids = torch.randint(len(SPECIAL.ids), VOCAB, (batch, length), generator=g)
-    ids[:, 0] = SPECIAL.cls
-    ids[:, length // 2] = SPECIAL.sep
-    ids[:, -1] = SPECIAL.sep
-    ids[1, 20:] = SPECIAL.pad  # one padded row
-    ids[1, 19] = SPECIAL.sep
-    types = torch.zeros_like(ids)
-    types[:, length // 2 + 1 :] = 1
-    return {"input_ids": ids, "token_type_ids": types, "attention_mask": ids != SPECIAL.pad}
+    return pair_batch(VOCAB, seed, batch, length)
 
 
 def build(name: str, **params) -> torch.nn.Module:

@@ -98,7 +98,7 @@ def test_a_warm_up_longer_than_the_run_is_found_with_the_rate_it_reaches():
     assert warmup_beyond_run(one_stage(21), PretrainSpec(warmup_fraction=0.5)) == []
 
 
-def test_the_allowance_is_in_no_id_and_the_paper_warm_up_studies_ask_for_it():
+def test_the_allowance_is_in_no_id_and_the_gpu_specs_need_none():
     allowed = PretrainSpec(warmup_steps=10_000, warmup_beyond_run=True)
     from electra_ablate.infra.identity import IDENTITY_EXCLUDED
 
@@ -108,9 +108,11 @@ def test_the_allowance_is_in_no_id_and_the_paper_warm_up_studies_ask_for_it():
             exclude=set(IDENTITY_EXCLUDED), exclude_none=True
         )
     )
-    # the GPU session's first rungs (1e15 FLOPs: ~775 ELECTRA-Small steps) are the paper's
-    # first steps on purpose, so its spec says so
-    assert load_spec(SMOKE.parent / "gpu_session.yaml").pretrain.warmup_beyond_run
+    # the GPU specs follow one shape for both objectives (issue 72): the budget shape, with no
+    # warm-up longer than a run to allow
+    for name in ("gpu_session.yaml", "small_gpu.yaml"):
+        pretrain = load_spec(SMOKE.parent / name).pretrain
+        assert pretrain.schedule_shape == "budget" and not pretrain.warmup_beyond_run
 
 
 # --- budgets the plan cannot hold, or rounds ------------------------------------------------

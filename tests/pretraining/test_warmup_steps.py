@@ -48,10 +48,20 @@ def test_every_report_names_the_warm_up_it_used_against_the_paper():
     def warm_up(pretrain: dict) -> list[str]:
         return [d for d in deviations({"pretrain": pretrain}) if "warm-up" in d]
 
+    paper = (
+        "(the paper: warm-up 10,000 steps, linear decay from step 0 to zero at step 1,000,000, "
+        "each run its first steps)"
+    )
     assert warm_up({"warmup_fraction": 0.01}) == [
-        "learning-rate warm-up over 1% of each run's steps (the paper: 10,000 steps)"
+        "learning-rate schedule, budget shape: warm-up 1% of each run, linear decay to zero at "
+        f"the budget's end {paper}"
     ]
     assert warm_up({"warmup_steps": 2_000}) == [
-        "learning-rate warm-up over 2,000 steps (the paper: 10,000 steps)"
+        "learning-rate schedule, per-run warm-up: warm-up 2,000 steps, linear decay to zero at "
+        f"each run's end {paper}"
     ]
-    assert warm_up({"warmup_steps": 10_000}) == []
+    # the paper's warm-up alone decays at each run's end, not over the paper's horizon
+    assert warm_up({"warmup_steps": 10_000})[0].startswith(
+        "learning-rate schedule, per-run warm-up: warm-up 10,000 steps"
+    )
+    assert warm_up({"warmup_steps": 10_000, "decay_horizon_steps": 1_000_000}) == []

@@ -12,6 +12,7 @@ import pytest
 from test_report import make_study_dir
 
 from electra_ablate.report import write_report
+from electra_ablate.report.compare import write_comparison
 
 
 def ablate(*args: str) -> subprocess.CompletedProcess:
@@ -135,3 +136,29 @@ def test_bad_input_is_one_line_and_exit_2(studies, tmp_path, case):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0]
     assert "Traceback" not in done.stderr
+
+
+def test_a_label_missing_a_task_somewhere_is_compared_like_for_like(tmp_path):
+    """BERT's final MRPC fine-tune is missing in one study (a deadline cut it): it has no GLUE
+    score there, so beside the usual section a like-for-like one averages the task every
+    objective has in every study, labelled with it (issue 72)."""
+    first, second = make_study_dir(tmp_path / "a"), make_study_dir(tmp_path / "b")
+    cut = (
+        (pl.col("label") == "BERT")
+        & (pl.col("task") == "mrpc")
+        & (pl.col("checkpoint_fraction") == 1)
+    )
+    rows = pl.read_parquet(second / "results.parquet").filter(~cut)
+    rows.write_parquet(second / "results.parquet")
+    text = write_comparison([first, second], tmp_path / "c").read_text(encoding="utf-8")
+    usual = text.split("## GLUE\n", 1)[1].split("\n## ", 1)[0]
+    bert = next(line for line in usual.splitlines() if line.startswith("| BERT |"))
+    assert bert.endswith("| — | — |")  # no GLUE score at b's final checkpoint
+    like = text.split("## GLUE, like for like\n", 1)[1].split("\n## ", 1)[0]
+    assert like.startswith(
+        "\nGLUE score like for like, over the task every objective has in every study: cola."
+    )
+    bert = next(line for line in like.splitlines() if line.startswith("| BERT |"))
+    assert "—" not in bert and bert.count("1 × 3") == 2
+    assert (tmp_path / "c" / "glue_like_for_like_compare_vs_flops.png").is_file()
+    assert text.count("### GLUE: compute efficiency") == 1

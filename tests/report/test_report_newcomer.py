@@ -37,6 +37,20 @@ def test_with_one_model_per_arm_the_pairs_are_one_line_and_the_pilot_is_said_onc
     assert "none of the 6 pairs has an interval" in text
     assert text.count("A pilot with 3 pre-training × 3 fine-tuning seeds") == 1
     assert text.count("--dry-run --set") == 1
+    # one seed: no measured noise floor, so one line and no multiplier table (issue 72)
+    assert "there is no measured noise floor, so no multiplier or crossover is drawn" in text
+    assert "Multipliers (B's compute" not in text
+
+
+def test_a_rewritten_report_removes_an_efficiency_figure_it_no_longer_draws(tmp_path):
+    directory = one_seed_study(tmp_path / "stale")
+    report = directory / "report"
+    report.mkdir()
+    for fmt in ("png", "svg"):  # left by an earlier report that drew it
+        (report / f"glue_efficiency.{fmt}").write_text("stale")
+    text = write_report(directory).read_text(encoding="utf-8")
+    assert "glue_efficiency" not in text
+    assert not list(report.glob("glue_efficiency.*"))
 
 
 def test_pairs_with_intervals_keep_their_table(tmp_path):

@@ -53,6 +53,8 @@ class TaskInfo(Protocol):
 
     def score(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]: ...
 
+    def prediction_facts(self, predictions: np.ndarray, labels: np.ndarray) -> dict[str, float]: ...
+
 
 def supported_max_len(recipe: FinetuneRecipe, backbone: BackboneConfig) -> int:
     """Longest example the encoder can take under this recipe: encode GLUE to this length."""
@@ -86,8 +88,9 @@ def finetune_task(
     device: str | torch.device = "cpu",
     progress: Progress | None = None,
 ) -> dict[str, float]:
-    """Every dev metric ``task.score`` gives (0-100 scale) plus ``train_examples``, ``epochs``,
-    ``train_seconds`` and ``wall_seconds``.
+    """Every dev metric ``task.score`` gives (0-100 scale), what the predictions are made of
+    (``task.prediction_facts``: a classifier's majority share and baseline), plus
+    ``train_examples``, ``epochs``, ``train_seconds`` and ``wall_seconds``.
 
     Examples are anything ``as_examples`` accepts, already truncated to ``supported_max_len``.
     The kept model is copied, never changed. The seed fixes the head initialisation, dropout and
@@ -124,6 +127,7 @@ def finetune_task(
     predictions = outputs[:, 0] if task.is_regression else outputs.argmax(axis=1)
     return {
         **task.score(predictions, evaluation.labels),
+        **task.prediction_facts(predictions, evaluation.labels),
         "train_examples": len(train),
         "epochs": recipe.epochs_for(task.name),
         "train_seconds": train_seconds,

@@ -4,7 +4,9 @@
 - ``masked_lm``: an encoder with a tied MLM head predicting at selected slots;
 - ``generator``: ELECTRA's small MLM generator and the unigram generator, with sampling;
 - ``discriminator``: the replaced-token detector, its loss and its metrics;
-- ``losses``: masked losses and the "has it learnt anything" statistics (nats learnt, ROC-AUC).
+- ``losses``: masked losses and the "has it learnt anything" statistics (nats learnt, ROC-AUC);
+- ``monitor``: the collapse monitor (the kept encoder's spread across positions, a binary head's
+  inactive units and logit spread).
 """
 
 from electra_ablate.pretraining.components.discriminator import (
@@ -42,6 +44,11 @@ from electra_ablate.pretraining.components.masking import (
     replace_at,
     select_masked,
 )
+from electra_ablate.pretraining.components.monitor import (
+    encoder_spread,
+    head_stats,
+    kept_encoder_metrics,
+)
 
 __all__ = [
     "Corruption",
@@ -57,6 +64,9 @@ __all__ = [
     "binary_entropy",
     "build_generator",
     "detection_metrics",
+    "encoder_spread",
+    "head_stats",
+    "kept_encoder_metrics",
     "maskable",
     "masked_accuracy",
     "masked_cross_entropy",

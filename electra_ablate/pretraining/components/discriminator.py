@@ -1,5 +1,7 @@
 """The replaced-token detector: an encoder, a one-logit-per-token head, the RTD loss and the
-metrics that show whether it detects anything (ELECTRA, ELECTRA 15%, two-stage, adversarial)."""
+metrics that show whether it detects anything (ELECTRA, ELECTRA 15%, two-stage, adversarial),
+with the collapse monitor's (``monitor``: ``enc_spread``, ``disc_head_inactive``,
+``disc_head_logit_spread``) from the same pass."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from torch import nn
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.model import Encoder, TokenBinaryHead
 from electra_ablate.pretraining.components.losses import binary_entropy, masked_mean, roc_auc
+from electra_ablate.pretraining.components.monitor import head_stats, kept_encoder_metrics
 from electra_ablate.pretraining.objective import Batch, KeptModel, ModelPass, OutputPrior, logit
 
 
@@ -93,8 +96,15 @@ class Discriminator(nn.Module):
 
     def forward(self, batch: Batch, input_ids: torch.Tensor) -> torch.Tensor:
         """One "replaced" logit per token, [B, L]."""
+        return self.states(batch, input_ids)[2]
+
+    def states(
+        self, batch: Batch, input_ids: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The encoder's final states [B, L, H], the head's pre-activation [B, L, H] and the
+        logits [B, L], from one pass (the collapse monitor reads the first two)."""
         hidden = self.encoder(input_ids, batch.get("token_type_ids"), batch.get("attention_mask"))
-        return self.head(hidden)
+        return hidden, *self.head.states(hidden)
 
     def detect(
         self,
@@ -107,10 +117,16 @@ class Discriminator(nn.Module):
         """The RTD loss over the positions ``weights`` marks, and its metrics; ``replaceable``
         marks the positions a replacement could have hit (``masking.maskable``), where the
         ranking metrics are scored."""
-        logits = self(batch, corrupted)
+        hidden, pre_activation, logits = self.states(batch, corrupted)
         per_position = rtd_loss(logits, replaced, weights, reduction="none")
         loss = per_position.sum() / weights.sum().clamp(min=1)
-        metrics = detection_metrics(logits, replaced, weights, loss, replaceable)
+        metrics = {
+            **detection_metrics(logits, replaced, weights, loss, replaceable),
+            **kept_encoder_metrics(hidden, batch),
+            # over ordinary tokens, as the ranking metrics: a head that tells only [CLS] and
+            # [SEP] apart (never replaced) still has one logit where detection matters
+            **head_stats(pre_activation, logits, replaceable, "disc_head"),
+        }
         return Detection(loss, per_position, logits, metrics)
 
     def kept(self) -> KeptModel:

@@ -11,14 +11,14 @@ curriculum, its unigram plateau and an adversarial generator's mode collapse sho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
-from pydantic import Field, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 from torch import nn
 
 from electra_ablate.backbone.config import max_predictions
-from electra_ablate.backbone.model import Encoder
+from electra_ablate.backbone.model import DisentangledEmbeddings, Encoder
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
 from electra_ablate.pretraining.components.losses import (
     distribution_stats,
@@ -30,7 +30,7 @@ from electra_ablate.pretraining.components.masked_lm import MaskedLM
 from electra_ablate.pretraining.components.masking import MaskedSlots, replace_at, select_masked
 from electra_ablate.pretraining.objective import Batch, ModelPass, ObjectiveParams, OutputPrior
 
-Tying = Literal["none", "embeddings", "all"]
+Tying = Literal["none", "embeddings", "all", "gdes"]
 
 
 class GeneratorParams(ObjectiveParams):
@@ -42,14 +42,53 @@ class GeneratorParams(ObjectiveParams):
         "frequencies, nothing trained (the paper's unigram generator)",
     )
     generator_size: float = Field(0.25, gt=0.0, le=1.0, description="generator width / main width")
-    tying: Tying = Field("embeddings", description="what G shares with the main model")
+    tying: Tying = Field(
+        "embeddings",
+        description="what G shares with the main model: none; embeddings (token, position, "
+        "type tables and their LayerNorm); all (one encoder); gdes (DeBERTa-v3's "
+        "gradient-disentangled sharing: G trains the tables, the main model reads them "
+        "through a stop-gradient plus a zero-initialised residual of its own)",
+    )
     temperature: float = Field(1.0, gt=0.0, description="sampling temperature of G")
+    mask_token_share: float | None = Field(
+        None,
+        ge=0.0,
+        le=1.0,
+        description="share of the selected slots a trained generator reads as [MASK]; the "
+        "others it reads as their original token (the original code: 0.85). The generator is "
+        "scored and the main model corrupted at every selected slot either way. Unset: [MASK] "
+        "at every selected slot (a departure every report states); left out of a run's id "
+        "while unset",
+        json_schema_extra={
+            "paper": 0.85,
+            "unset": "the generator reads [MASK] at every selected slot (the original code: "
+            "85% [MASK], 15% the original token; mask_token_share: 0.85)",
+        },
+    )
+
+    @model_serializer(mode="wrap")
+    def _unset_options_left_out(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """An option added after runs were named (``mask_token_share``) is left out of the dump
+        while unset, so a run's id (its params' dump) does not change."""
+        dumped = handler(self)
+        if self.mask_token_share is None:
+            dumped.pop("mask_token_share", None)
+        return dumped
 
     @model_validator(mode="after")
     def _all_needs_same_size(self) -> GeneratorParams:
         if self.tying == "all" and self.generator_size != 1.0:
             raise ValueError("tying 'all' needs generator_size 1.0 (G and D of the same size)")
+        if self.generator == "unigram" and self.mask_token_share is not None:
+            raise ValueError(
+                "mask_token_share does nothing with generator 'unigram' (it reads no input): "
+                "leave it out"
+            )
         return self
+
+    def inapplicable(self) -> frozenset[str]:
+        """A unigram generator reads no input: ``mask_token_share`` means nothing there."""
+        return frozenset({"mask_token_share"}) if self.generator == "unigram" else frozenset()
 
 
 @dataclass
@@ -64,6 +103,20 @@ class Corruption:
     corrupted: torch.Tensor  # [B, L] input with valid slots replaced by samples
     replaced: torch.Tensor  # [B, L] 1 where the corrupted token differs from the original
     metrics: dict[str, torch.Tensor]
+
+
+def generator_input(
+    slots: MaskedSlots, vocab: Vocab, mask_token_share: float | None
+) -> torch.Tensor:
+    """What the generator reads at the selected slots [B, K]: [MASK] everywhere (None), or
+    [MASK] at a ``mask_token_share`` of them and the original token at the rest, each slot
+    drawn on its own (the original code's ``pretrain_helpers.mask``: 85% [MASK]). No draw
+    while unset, so the random stream of earlier runs is unchanged."""
+    mask = torch.full_like(slots.originals, vocab.special.mask)
+    if mask_token_share is None:
+        return mask
+    u = torch.rand(slots.originals.shape, device=slots.originals.device)
+    return torch.where(u < mask_token_share, mask, slots.originals)
 
 
 def without_special(logits: torch.Tensor, special: SpecialTokens | Vocab) -> torch.Tensor:
@@ -120,7 +173,12 @@ def _sampler_metrics(
 
 
 class Generator(MaskedLM):
-    """A small MLM encoder whose samples corrupt the main model's input."""
+    """A small MLM encoder whose samples corrupt the main model's input. ``mask_token_share``
+    (``GeneratorParams``): the share of selected slots it reads as [MASK] (None: all)."""
+
+    def __init__(self, encoder: Encoder, mask_token_share: float | None = None) -> None:
+        super().__init__(encoder)
+        self.mask_token_share = mask_token_share
 
     def corrupt(
         self, batch: Batch, vocab: Vocab, mask_rate: float, temperature: float
@@ -128,7 +186,7 @@ class Generator(MaskedLM):
         input_ids = batch["input_ids"]
         slots = select_masked(input_ids, vocab, mask_rate)
         masked_input = slots.scatter(
-            input_ids, torch.full_like(slots.originals, vocab.special.mask)
+            input_ids, generator_input(slots, vocab, self.mask_token_share)
         )
         hidden, logits = self(batch, masked_input, slots)
         mlm_loss = masked_cross_entropy(logits, slots.originals, slots.valid)
@@ -175,11 +233,21 @@ class UnigramGenerator(nn.Module):
 
 
 def build_generator(main: Encoder, params: GeneratorParams) -> Generator | UnigramGenerator:
-    """The generator for ``main``, sharing what ``params.tying`` says it shares."""
+    """The generator for ``main``, sharing what ``params.tying`` says it shares.
+
+    ``gdes`` hands ``main``'s embeddings to the generator, which owns and trains them, and
+    gives ``main`` a ``DisentangledEmbeddings`` reading them (stop-gradient plus residuals that
+    start at zero and draw nothing random): the initial weights are those ``embeddings`` gives
+    for the same seed, and the tables have ``main``'s embedding size whatever the generator's
+    width, as under ``embeddings``.
+    """
     if params.generator == "unigram":
         return UnigramGenerator()
     if params.tying == "all":
-        return Generator(main)
+        return Generator(main, params.mask_token_share)
     cfg = main.cfg.scaled(params.generator_size)
-    embeddings = main.embeddings if params.tying == "embeddings" else None
-    return Generator(Encoder(cfg, embeddings))
+    embeddings = main.embeddings if params.tying in ("embeddings", "gdes") else None
+    generator = Generator(Encoder(cfg, embeddings), params.mask_token_share)
+    if params.tying == "gdes":
+        main.embeddings = DisentangledEmbeddings(main.embeddings)
+    return generator

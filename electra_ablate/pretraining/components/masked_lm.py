@@ -9,6 +9,7 @@ from torch import nn
 from electra_ablate.backbone.model import Encoder, MLMHead, gather_positions
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.pretraining.components.masking import MaskedSlots
+from electra_ablate.pretraining.components.monitor import kept_encoder_metrics
 from electra_ablate.pretraining.objective import Batch, KeptModel, ModelPass, OutputPrior, PriorKind
 
 
@@ -25,8 +26,25 @@ class MaskedLM(nn.Module):
         self, batch: Batch, input_ids: torch.Tensor, slots: MaskedSlots
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Hidden states [B, K, H] and vocabulary logits [B, K, V] at the slots."""
-        hidden = self.encoder(input_ids, batch.get("token_type_ids"), batch.get("attention_mask"))
-        hidden = gather_positions(hidden, slots.positions)
+        return self.at_slots(self.encode(batch, input_ids), slots)
+
+    def predict(
+        self, batch: Batch, input_ids: torch.Tensor, slots: MaskedSlots
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """As ``forward``, with the collapse monitor's ``enc_spread`` of this encoder's final
+        states at every real position (``monitor.kept_encoder_metrics``): what an objective
+        calls when this is the model it keeps, from the same pass."""
+        states = self.encode(batch, input_ids)
+        return *self.at_slots(states, slots), kept_encoder_metrics(states, batch)
+
+    def encode(self, batch: Batch, input_ids: torch.Tensor) -> torch.Tensor:
+        """The encoder's final states [B, L, H]."""
+        return self.encoder(input_ids, batch.get("token_type_ids"), batch.get("attention_mask"))
+
+    def at_slots(
+        self, states: torch.Tensor, slots: MaskedSlots
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = gather_positions(states, slots.positions)
         return hidden, self.head(hidden, self.encoder.embeddings.word.weight)
 
     def kept(self) -> KeptModel:

@@ -35,7 +35,7 @@ from electra_ablate.checkpoints.kept import save_kept
 from electra_ablate.infra.device_gate import DeviceGate, gate_from_env
 from electra_ablate.infra.errors import DataError, TrainingDiverged
 from electra_ablate.infra.layout import RunLayout
-from electra_ablate.infra.progress import ProgressLine, ProgressMode, progress_mode
+from electra_ablate.infra.progress import ProgressLine, ProgressMode, progress_mode, warn
 from electra_ablate.infra.tracking import Tracking
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine.compiling import compile_mode, compiled
@@ -50,6 +50,7 @@ from electra_ablate.pretraining.engine.state import (
     rng_state,
     save_state,
 )
+from electra_ablate.pretraining.metric_names import collapse_warnings
 from electra_ablate.pretraining.objective import Batch, Objective
 
 DIVERGENCE_FACTOR = 4.0
@@ -169,6 +170,7 @@ class Trainer:
         # per stage (as a str: JSON keys); a device tensor until the next log row reads it
         self.stage_start_loss: dict[str, float | torch.Tensor] = {}
         self.diverged: dict[str, Any] | None = None
+        self.collapse_warned: set[str] = set()  # the collapse signals this run has said
         self.first_nonfinite: torch.Tensor | None = None  # [] long on the device, -1: none yet
         self.checked_at = -1  # the step check_finite last read first_nonfinite at
         self.precision = resolve_precision(run.spec.precision, self.device)
@@ -350,7 +352,7 @@ class Trainer:
         """Held-out metrics, the kept encoder for each fraction, then the resumable state."""
         self.check_finite()
         if self.run.heldout_batches is not None and self.spec.eval_batches > 0:
-            self.write_log("heldout", self.dist.mean(self.evaluate()))
+            self.watch_collapse(self.write_log("heldout", self.dist.mean(self.evaluate())))
         if self.dist.is_main:
             flops = self.plan.flops_at(self.step)
             for fraction in fractions:
@@ -396,6 +398,7 @@ class Trainer:
                 "means": self.means.state(),
                 "stage_start_loss": self.fetch_start_losses(),
                 "diverged": self.diverged,
+                "collapse_warned": sorted(self.collapse_warned),
                 "vocab_sha256": vocab_sha256(self.run.tokenizer_dir),
                 "grad_scaler": None if self.scaler is None else self.scaler.state_dict(),
             }
@@ -447,6 +450,17 @@ class Trainer:
         if loss > DIVERGENCE_BOUND or (start is not None and loss > DIVERGENCE_FACTOR * start > 0):
             self.diverged = {"step": self.step, "loss": loss, "start_loss": start}
 
+    def watch_collapse(self, row: dict[str, Any]) -> None:
+        """Say (once per run and signal, never stopping) when a held-out row crosses a threshold
+        of the collapse monitor (``metric_names.COLLAPSE_SIGNALS``, checked by metric name).
+
+        Held-out rows only: at initialisation a detection head's logits barely differ
+        (N(0, 0.02) weights), so early training rows would cross the logit-spread threshold
+        in a healthy run; held-out rows come at the kept checkpoints, on fixed batches."""
+        for line in collapse_warnings(row, self.collapse_warned):
+            if self.dist.is_main:
+                warn(f"{self.run.meta.get('label') or 'pre-training'}: {line}")
+
     def write_log(self, split: str, metrics: dict[str, float]) -> dict[str, Any]:
         flops = self.plan.flops_at(self.step)
         row = {
@@ -489,6 +503,7 @@ class Trainer:
         # absent in states saved before divergence was watched: the next step starts the watch
         self.stage_start_loss = dict(counters.get("stage_start_loss") or {})
         self.diverged = counters.get("diverged")
+        self.collapse_warned = set(counters.get("collapse_warned") or ())  # resumed: said once
         if self.scaler is not None and counters.get("grad_scaler"):
             self.scaler.load_state_dict(counters["grad_scaler"])
         if self.dist.is_main:
