@@ -50,6 +50,7 @@ from electra_ablate.report.efficiency import (
     WITHIN_NOISE,
     crossover_cell,
     family_efficiency,
+    inside_noise_floor,
     interval_marks,
     multiplier_cell,
 )
@@ -537,10 +538,7 @@ def efficiency_part(family, found: dict[str, Efficiency], explained: bool) -> st
             f"{', '.join(single)}: one budget per objective, so no multiplier or crossover."
         )
     if quiet:
-        parts.append(
-            "*Inside the noise floor* (the 95% CI of the difference holds none, or 1×), so not "
-            f"drawn: {'; '.join(quiet)}. Their estimates are in the CSV files beside this page."
-        )
+        parts.append(inside_noise_floor(quiet, "page"))
     if mark and not explained:
         parts.append(NO_INTERVAL_NOTE)
     return "\n\n".join(parts)

@@ -200,11 +200,17 @@ def within_noise_line(found: Efficiency) -> str:
         parts.append(f"no multiplier of {', '.join(quiet)}")
     if crossings:
         parts.append(f"no crossover of {', '.join(crossings)}")
-    if not parts:
+    return inside_noise_floor(parts, "report")
+
+
+def inside_noise_floor(undrawn: list[str], beside: str) -> str:
+    """The line for estimates inside the noise floor, ``undrawn`` naming them, the CSV files
+    beside this ``beside`` (a report, a comparison page) holding them; empty when none is."""
+    if not undrawn:
         return ""
     return (
         f"*Inside the noise floor* (the 95% CI of the difference holds none, or 1×), so not "
-        f"drawn: {'; '.join(parts)}. Their estimates are in the CSV files beside this report."
+        f"drawn: {'; '.join(undrawn)}. Their estimates are in the CSV files beside this {beside}."
     )
 
 

@@ -386,7 +386,7 @@ def schedule_row(study: Mapping[str, Any], runs: pl.DataFrame | None) -> str:
         .sort("label", "variant")
         .rows(named=True)
     ):
-        label = f"{row['label']} ({row['variant']})" if row["variant"] else row["label"]
+        label = run_label(row)
         if spec.schedule_shape != "paper" and staged(row["objective"]):
             reaches[label] = "restarted at each stage"
         else:
@@ -415,6 +415,11 @@ def finished_runs(runs: pl.DataFrame | None) -> pl.DataFrame | None:
     return done if done.height else None
 
 
+def run_label(row: Mapping[str, Any]) -> str:
+    """A runs-table row's label, its variant beside it where the study has variants."""
+    return f"{row['label']} ({row['variant']})" if row["variant"] else row["label"]
+
+
 def one_stage(steps: int) -> RunPlan:
     """A run of ``steps`` steps in one stage: what the runs table says of a run's plan."""
     return RunPlan((steps,), ({"paper": 1.0, "standard": 1.0},), ())
@@ -434,23 +439,16 @@ def warmup_beyond_text(study: Mapping[str, Any], runs: pl.DataFrame | None) -> s
     """The finished runs shorter than their warm-up (``pretrain.warmup_beyond_run``), each with
     the rate it reached: such a run is the first steps of a longer schedule, never at its peak
     rate, which the first lines say rather than a recipe row. Empty when there is none."""
-    given = study.get("pretrain") or {}
-    try:
-        spec = PretrainSpec.model_validate(
-            {k: v for k, v in given.items() if k in PretrainSpec.model_fields}
-        )
-    except ValidationError:  # an older study.json this version cannot read: say nothing
+    spec = pretrain_spec(study)
+    done = finished_runs(runs)
+    if spec is None or spec.warmup_steps is None or done is None:  # older study.json: nothing
         return ""
-    if spec.warmup_steps is None or runs is None or not runs.height:
-        return ""
-    done = runs.filter((pl.col("objective") != "none") & (pl.col("status") == "done"))
     parts = []
     for row in (
         done.group_by("variant", "label").agg(pl.col("steps").max()).sort("label").rows(named=True)
     ):
-        plan = RunPlan((int(row["steps"]),), ({"paper": 1.0, "standard": 1.0},), ())
-        label = f"{row['label']} ({row['variant']})" if row["variant"] else row["label"]
-        parts += [f"`{label}`: {s.describe(spec)}" for s in warmup_beyond_run(plan, spec)]
+        plan = one_stage(int(row["steps"]))
+        parts += [f"`{run_label(row)}`: {s.describe(spec)}" for s in warmup_beyond_run(plan, spec)]
     if not parts:
         return ""
     return (
