@@ -55,6 +55,7 @@ from electra_ablate.infra.errors import InputError
 from electra_ablate.report import document, plots, verdicts
 from electra_ablate.report import efficiency as efficiency_section
 from electra_ablate.report import scores as score_sections
+from electra_ablate.report.lead import family_reference
 from electra_ablate.report.source import read_tables
 
 __all__ = [
@@ -290,14 +291,16 @@ def curves_figure(tables: Tables) -> Figure:
 def efficiency_figure(
     tables: Tables, family: str, found: Efficiency | None = None
 ) -> Figure | None:
-    """The report's ``<family>_efficiency``: for each pair of pre-trained objectives, both
+    """The report's ``<family>_efficiency``: each objective's multiplier over BERT's MLM and
+    BERT's over each (or, in a study without it, for each pair of pre-trained objectives, both
     curves with their CI bands and the crossover marked, beside each one's multiplier over the
-    other; ``found`` is ``efficiency(tables, family)`` if already computed. None when no two
+    other); ``found`` is ``efficiency(tables, family)`` if already computed. None when no two
     objectives were evaluated at two budgets or more."""
     described = _family(tables, family)
     found = efficiency(tables, family) if found is None else found
+    reference = family_reference(results.of_family(_results(tables), family))
     return efficiency_section.efficiency_figure(
-        found, described, scores(tables, family), _colors(tables)
+        found, described, scores(tables, family), _colors(tables), reference
     )
 
 

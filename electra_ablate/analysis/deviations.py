@@ -71,10 +71,12 @@ def deviations(spec: Mapping[str, Any]) -> list[str]:
             precision = "bf16"  # what auto resolves to there (engine.precision)
         if precision in ("bf16", "fp16"):
             out.append(f"{where} matrix products in {precision} autocast (the original code: fp32)")
+    labels: dict[str, list[str]] = {}  # a departure and the labels it holds for, said once
     for entry in spec.get("objectives", []):
         label = entry.get("label") or entry.get("name")
         for departure in params_departures(entry.get("name", ""), entry.get("params") or {}):
-            out.append(f"`{label}`: {departure}")
+            labels.setdefault(departure, []).append(f"`{label}`")
+    out += [f"{', '.join(held)}: {departure}" for departure, held in labels.items()]
     for finetune in evaluation_blocks(spec):
         paper, ours = FinetuneRecipe(), FinetuneRecipe.model_validate(finetune.get("recipe", {}))
         for task in finetune.get("tasks", []):

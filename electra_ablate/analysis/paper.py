@@ -23,6 +23,7 @@ from electra_ablate.evaluation.glue.published import TABLE5_GLUE as TABLE5_GLUE
 from electra_ablate.evaluation.glue.published import TABLE5_NAMES as TABLE5_NAMES
 from electra_ablate.evaluation.glue.published import TABLE5_SOURCE as TABLE5_SOURCE
 from electra_ablate.infra.errors import AblateError
+from electra_ablate.pretraining.departures import params_departures
 from electra_ablate.pretraining.registry import get_objective
 
 if TYPE_CHECKING:  # frames only in annotations: a GPU node's job path has no polars
@@ -424,6 +425,22 @@ def arms_from_runs(runs: pl.DataFrame) -> dict[str, Arm]:
     return arms
 
 
+def setting_departures(runs: pl.DataFrame | None) -> dict[str, list[str]]:
+    """Each label whose params are set away from the paper's values (a mask rate, tying,
+    BERT's 80/10/10 …: ``params_departures``), with the departures; the paper's published
+    number for its objective was measured at another setting, so a report prints none beside
+    it. A default that departs for every arm alike (an option left unset) is not a variant's
+    and is left to the header's deviations."""
+    if runs is None or not {"label", "objective", "params_json"} <= set(runs.columns):
+        return {}
+    found = {}
+    for label, arm in arms_from_runs(runs).items():
+        departures = params_departures(arm.objective, arm.params, unset=False)
+        if departures:
+            found[label] = departures
+    return found
+
+
 def resolved_params(objective: str, params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` with the objective's defaults filled in, as a run records them; as given when
     the objective is not registered here (e.g. the no-pre-training baseline)."""
@@ -555,6 +572,12 @@ def _power(
         )
     components = stats.difference_components(a, b, external_between=external_between)
     factor = aggregation.variance_factor
+    if claim.gap is None and components.zero:
+        return None, (
+            f"the difference did not vary at all over {a.n_pretrain} × {a.n_finetune} seeds "
+            "(as when every model predicts one class), so its variance is unknown (not zero) "
+            "and no detectable difference can be computed"
+        )
     if claim.gap is None:
         smallest = stats.detectable_difference(
             components, a.n_pretrain, a.n_finetune, variance_factor=factor, power=power

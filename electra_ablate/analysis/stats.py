@@ -99,6 +99,15 @@ MODEL_KEY = ("label", "pretrain_seed", "finetune_seed", "task")
 PRETRAIN_OPTIONS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20)
 FINETUNE_OPTIONS = (1, 2, 3, 5, 10)
 
+ZERO_VARIANCE = 1e-12
+"""A measured variance at or below this is none: the models' scores were identical (up to
+floating-point rounding of the same numbers)."""
+
+FEW_SEEDS = 3
+"""An interval resting on fewer resampled units (pre-training seeds, or fine-tuning seeds with
+one pre-training seed) has a t critical value of 12.7 at 2 and a spread estimated from two
+numbers: a verdict read from it is said to rest on so few."""
+
 FINETUNE_COST = 1 / 3
 """One fine-tuning seed (every task, every kept checkpoint) relative to one pre-training run: in
 the objectives study (``reports/objectives``, 2 CPU cores) a run took 17–21 CPU-minutes and a
@@ -599,6 +608,15 @@ class VarianceComponents:
     def between_measured(self) -> bool:
         return self.between_pretrain is not None
 
+    @property
+    def zero(self) -> bool:
+        """No spread was measured at all: every model scored the same (e.g. each predicted a
+        task's majority class). That says the variance is unknown, not that it is 0: a plan
+        from it would promise an interval of width 0 from any seeds."""
+        return self.within_pretrain <= ZERO_VARIANCE and (self.between_pretrain or 0.0) <= (
+            ZERO_VARIANCE
+        )
+
 
 def variance_components(model_scores: np.ndarray, source: str = "measured") -> VarianceComponents:
     """One-way random-effects estimates (method of moments) from a ``[P, F]`` grid of
@@ -756,18 +774,38 @@ class SeedPlan:
     def finetune_noise_only(self) -> bool:
         return not self.components.between_measured
 
+    @property
+    def variance_unknown(self) -> bool:
+        """Nothing was planned: the measured variance is zero (``VarianceComponents.zero``)."""
+        return self.components.zero
+
     def describe(self) -> str:
-        """One line for a report: the cheapest plan, or that none in the grid resolves it."""
+        """One line for a report: the cheapest plan, that none in the grid resolves it, or
+        that the variance is unknown (none measured) so nothing can be planned."""
         what = (
             f"a gap of {self.gap:.2f}"
             if self.relation == ">"
             else f"a tie (paper gap {self.gap:.2f}) within ±{self.margin:.2f}"
         )
+        if self.variance_unknown:
+            c = self.components
+            return (
+                f"the difference did not vary at all over {c.n_pretrain} pre-training × "
+                f"{c.n_finetune} fine-tuning seeds (as when every model predicts one class), so "
+                f"its variance is unknown (not zero) and no seed plan for {what} can be "
+                "computed; first give the models enough training data and epochs to differ"
+            )
         if self.cheapest is not None:
             c = self.cheapest
             text = (
                 f"{what} needs {c.n_pretrain} pre-training × {c.n_finetune} fine-tuning seeds "
                 f"(expected 95% CI half-width {c.half_width:.2f}, {self.power:.0%} power)"
+            )
+        elif not self.options:
+            c = self.components
+            text = (
+                f"no plan in the grid has at least the {c.n_pretrain} pre-training × "
+                f"{c.n_finetune} fine-tuning seeds run, so none is offered for {what}"
             )
         else:
             last = max(self.options, key=lambda o: (o.n_pretrain, o.n_finetune))
@@ -804,19 +842,26 @@ def seed_plan(
     ``±margin`` with that probability while the true difference is ``gap``. ``power=0.5`` asks
     only that the expected half-width be below the gap. Options with one pre-training seed are
     offered only while the between-pre-training variance is unmeasured (their interval cannot
-    cover it); then nothing else can be planned, and the plan says so.
+    cover it); then nothing else can be planned, and the plan says so. No option has fewer
+    pre-training or fine-tuning seeds than the study ran (``components.n_pretrain`` and
+    ``n_finetune``): those seeds are spent, and fewer would measure less. A zero measured variance
+    plans nothing (``SeedPlan.variance_unknown``).
     """
     if relation == "≈" and (margin is None or margin <= 0):
         raise ValueError("an '≈' claim needs a positive equivalence margin")
     target = abs(gap) if relation == ">" else (margin or 0.0) - abs(gap)
+    if components.zero:
+        return SeedPlan(gap, relation, margin, power, (), None, components)
     pretrain_counts = (
-        (1,) if not components.between_measured else [n for n in pretrain_options if n > 1]
+        (1,)
+        if not components.between_measured
+        else [n for n in pretrain_options if n > 1 and n >= components.n_pretrain]
     )
     options = []
     for n_p in pretrain_counts:
         for n_f in finetune_options:
             units = _units(n_p, n_f)
-            if units < 2:
+            if units < 2 or n_f < components.n_finetune:
                 continue
             se = expected_se(components, n_p, n_f, variance_factor)
             half = expected_half_width(

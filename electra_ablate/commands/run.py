@@ -147,6 +147,7 @@ def register(app: typer.Typer) -> None:
                 progress,
                 plan_json,
                 keep_code_changes,
+                reuse,
             )
             return
         from electra_ablate.scaleout.runner import run_study
@@ -210,13 +211,14 @@ def print_plan(
     progress=None,
     json_out=None,
     keep_code_changes=False,
+    reuse=True,
 ) -> None:
     from electra_ablate.infra.progress import format_duration
     from electra_ablate.infra.storage import atomic_write_text
-    from electra_ablate.study.estimate import estimate_plan
+    from electra_ablate.study.estimate import estimate_plan, gpu_hours_line
 
     estimate = estimate_plan(
-        spec, spec_path, out_dir, device, overrides, workers, progress, keep_code_changes
+        spec, spec_path, out_dir, device, overrides, workers, progress, keep_code_changes, reuse
     )
     if json_out is not None:  # what a caller sizes work with (gpu/session.py)
         atomic_write_text(json_out, json.dumps(estimate.as_dict(), indent=2))
@@ -251,3 +253,5 @@ def print_plan(
         f"(range {low} to {high}; {format_duration(estimate.serial_s)} of work in all), "
         f"measured at {estimate.load}; {estimate.how}"
     )
+    if (line := gpu_hours_line(estimate)) is not None:  # on an accelerator: what it costs
+        typer.echo(line)

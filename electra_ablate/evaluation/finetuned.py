@@ -29,6 +29,7 @@ from electra_ablate.evaluation.task import (
     Task,
     TaskSettings,
     capped,
+    family_of,
 )
 from electra_ablate.infra.errors import InputError
 from electra_ablate.pretraining.engine.precision import resolve_precision
@@ -40,6 +41,7 @@ TIMED_EXAMPLES = 64
 """Training examples of the short real fine-tune that ``estimate_seconds`` times and scales."""
 ACCELERATOR_TIMED = 640
 """On an accelerator, the longer of the two timed fine-tunes (``estimate_seconds``)."""
+
 
 _ENCODED: dict[tuple, Any] = {}  # (task, data, tokenizer contents, length) -> EncodedSplits
 
@@ -98,6 +100,27 @@ class FinetunedTask(Task):
         cheaply (a file's row count, not its rows), or None where a family cannot say:
         ``relative_cost`` reads them. Default: None."""
         return None
+
+    def majority_risk(self, settings: TaskSettings) -> str | None:
+        """``Task.majority_risk``: the training examples the cap and epochs leave, when
+        under the floor its family measured (``TaskFamily.majority_floors``); None for
+        regression, an unmeasured task or unreadable data."""
+        floor = None if self.is_regression else family_of(self).majority_floors.get(self.name)
+        counts = self.example_counts(settings) if floor is not None else None
+        if floor is None or counts is None:
+            return None
+        recipe = settings.recipe
+        train = capped(counts[0], recipe.cap_for(self.name))
+        epochs = recipe.epochs_for(self.name)
+        seen = train * epochs
+        if seen >= floor.examples_seen:
+            return None
+        return (
+            f"{train:,} training examples × {epochs} epoch{'s' if epochs != 1 else ''} = "
+            f"{seen:,} seen, under the {floor.examples_seen:,} at which a committed study's "
+            f"model first predicted more than one class ({floor.source}): every model, the "
+            "no-pre-training baseline included, is likely to score the majority class"
+        )
 
     def relative_cost(self, settings: TaskSettings) -> float:
         """Training examples after the cap times the recipe's epochs, plus the evaluation

@@ -48,6 +48,10 @@ A ``Task`` has:
   (``electra_ablate.checkpoints.kept.LoadedKept``): its metrics, plus the bookkeeping keys in
   ``RECORD_FIELDS`` that apply;
 - ``skip_reason(kept)``: why this task does not apply to that encoder, or None;
+- ``majority_risk(settings)``: why these settings make every model's likely outcome the
+  majority class (a training set capped under what the family measured), in words, or None
+  (the default: no such risk, or none measured); the dry run and the start of ``ablate run``
+  warn it before compute is spent (``electra_ablate.study.preflight``);
 - ``estimate_seconds(kept, settings, device)``: what ``evaluate`` will cost, for
   ``ablate run --dry-run`` (default: run it once and time it);
 - ``relative_cost(settings)``: a cheap, untimed measure of the same, only compared with other
@@ -218,6 +222,13 @@ class Task:
             return f"{self.name} needs a discriminator's detection head; this encoder is {role!r}"
         return None
 
+    def majority_risk(self, settings: TaskSettings) -> str | None:
+        """Why every model, baseline included, is likely to score the majority class under
+        ``settings`` (e.g. too few training examples seen), with the measurement that says so,
+        or None: a study's pre-flight check warns it before compute is spent. Default: None
+        (a probe, or a task with nothing measured)."""
+        return None
+
     def estimate_seconds(self, kept: LoadedKept, settings: TaskSettings, device: Any) -> float:
         """Seconds one ``evaluate`` takes: by default, one timed evaluation."""
         import time
@@ -230,6 +241,17 @@ class Task:
         self, reference: str, settings: TaskSettings, seed: int, tokenizer_dir: Path
     ) -> dict[str, float]:  # pragma: no cover - interface
         raise NotImplementedError(f"{self.name} declares no reference {reference!r}")
+
+
+@dataclass(frozen=True)
+class MajorityFloor:
+    """A task's measured floor: the fewest fine-tuning examples seen (training examples after
+    the cap × epochs) at which a model of a committed study first predicted more than one class
+    on the dev set, and ``source``, the studies and counts that measured it. Under it no
+    committed model, baseline included, ever did: the likely outcome is the majority class."""
+
+    examples_seen: int
+    source: str
 
 
 class TaskFamily:
@@ -248,6 +270,11 @@ class TaskFamily:
     published_source: str = ""
     published_note: str = ""
     """What a reader must know to compare them (a model size, a training length)."""
+    majority_floors: Mapping[str, MajorityFloor] = {}
+    """By task: the floor the family measured (``MajorityFloor``), which a fine-tuned task's
+    ``majority_risk`` reads. A family fact, not the task's code: it changes what the pre-flight
+    check warns, never what an evaluation computes, so it sits outside the tasks' fingerprinted
+    modules (``electra_ablate.infra.code_identity``)."""
 
     def tasks(self) -> Sequence[Task]:  # pragma: no cover - interface
         raise NotImplementedError

@@ -26,6 +26,8 @@
   superseded/<folder>-<UTC time>/   finished work whose code has changed since, moved aside
                                     to be redone (``study.code_change``), never deleted
   report/                           what `ablate report` writes
+  wandb/                            W&B's files when the spec tracks with it and $WANDB_DIR is
+                                    unset (``infra.tracking.wandb``)
   pack.json                         in a result pack (`ablate pack`): what it holds, checksummed
 """
 

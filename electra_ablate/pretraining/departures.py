@@ -15,11 +15,12 @@ from electra_ablate.infra.errors import AblateError
 from electra_ablate.pretraining.registry import available_objectives, installed_objective
 
 
-def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
+def params_departures(name: str, params: Mapping[str, Any], *, unset: bool = True) -> list[str]:
     """``field value (the paper: x)`` for every param of objective ``name`` that declares the
     paper's value (``Field(..., json_schema_extra={"paper": x})``) and is set to another (its
-    ``unset`` phrase where it is an option left unset); empty when the objective is not
-    installed here."""
+    ``unset`` phrase where it is an option left unset, unless ``unset`` is False: then only the
+    values set away from the paper's, what makes an arm a variant of the paper's setting);
+    empty when the objective is not installed here."""
     try:
         found = installed_objective(name, available_objectives())
     except AblateError:
@@ -38,7 +39,8 @@ def params_departures(name: str, params: Mapping[str, Any]) -> list[str]:
             continue
         value = params.get(field_name, info.get_default(call_default_factory=True))
         if value is None and "unset" in extra:  # an option left unset: its own phrase
-            out.append(str(extra["unset"]))
+            if unset:
+                out.append(str(extra["unset"]))
         elif value != extra["paper"]:
             out.append(f"{field_name} {value} (the paper: {extra['paper']})")
     return out

@@ -78,7 +78,13 @@ class ObjectiveParams(SpecModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    mask_rate: float = Field(0.15, gt=0.0, lt=1.0, description="fraction of tokens selected")
+    mask_rate: float = Field(
+        0.15,
+        gt=0.0,
+        lt=1.0,
+        description="fraction of tokens selected",
+        json_schema_extra={"paper": 0.15},  # §3.1 and Table 6 (base); Large's 0.25 not compared
+    )
 
     def inapplicable(self) -> frozenset[str]:
         """Fields that mean nothing under the other settings (a unigram generator reads no

@@ -2,6 +2,8 @@
 
 - ``document``: ``write_report``, the whole ``report.md`` of one study, top to bottom;
 - ``source``: a study folder or a report folder, read; the tables kept beside the report;
+- ``lead``: "At a glance", the first screen: the plan's outcome, the headline comparison,
+  what is unresolved and why;
 - ``header``: provenance, recipe, deviations from the paper, the tables kept;
 - ``scores``: one set of sections per task family in the results, GLUE's or any other's (and
   ``summary.csv`` beside ``report.md``);

@@ -22,6 +22,7 @@ from electra_ablate.analysis import paper
 from electra_ablate.analysis.efficiency import crossover_table, multiplier_table
 from electra_ablate.analysis.results import (
     checkpoint_values,
+    evaluated_only_at_start,
     families_in_order,
     family_scores,
     family_scores_with_intervals,
@@ -55,6 +56,7 @@ from electra_ablate.report.efficiency import (
 )
 from electra_ablate.report.efficiency import section as efficiency_section
 from electra_ablate.report.header import PLUMBING_CLAIMS, header, plumbing_check
+from electra_ablate.report.lead import family_reference, lead_section
 from electra_ablate.report.markdown import NO_VALUE, duration, fraction, sci, table
 from electra_ablate.report.plots import (
     objective_colors,
@@ -73,6 +75,7 @@ from electra_ablate.report.pretraining import (
 from electra_ablate.report.scores import checkpoint_section, final_section
 from electra_ablate.report.source import keep_notes, keep_tables, read_tables
 from electra_ablate.report.verdicts import NO_INTERVAL_NOTE, claims_section, compare
+from electra_ablate.study.reuse import REUSED_MESSAGE
 from electra_ablate.study.survey import survey
 
 BASELINE_OBJECTIVE = "none"
@@ -105,8 +108,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
     writable_folder(out_dir)
     kept = keep_tables(run_dir, out_dir)
     keep_notes(notes, out_dir)
-    sections = [header(study, run_dir, results, runs, tables_note(kept, out_dir))]
-    first_scores, families = None, []
+    sections: list[str] = []  # the header goes first, once the headline is known
+    first_scores, families, headline = None, [], None
     colors = label_colors(labels, results, runs, metrics)
     if pretrained is not None and pretrained.is_empty():  # every run failed or is pending
         sections.append(nothing_finished_section(runs))
@@ -120,6 +123,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             write_csv(probes, out_dir / PROBES_FILE)
         families = [describe_family(name) for name in order]
         plumbing = plumbing_check(study)  # no published numbers beside a plumbing check's
+        departing = paper.setting_departures(runs)  # nor beside a variant of the paper's setting
         finals, checkpoints, efficiencies, efficiency_parts = [], [], [], []
         for family in families:
             own = (of_family(frame, family.name) for frame in (results, scores, papers, tasks))
@@ -127,9 +131,11 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             if family.aggregate is not None:
                 plot_scores_vs_flops(family, family_scores_, colors, out_dir)
                 found = family_efficiency(rows.filter(pl.col("in_aggregate")), family)
-                stem = plot_efficiency(found, family, family_scores_, colors, out_dir)
+                reference = family_reference(rows)
+                stem = plot_efficiency(found, family, family_scores_, colors, out_dir, reference)
                 efficiencies.append(found)
-                efficiency_parts.append((heading(family), family_part(found, family, stem)))
+                part = family_part(found, family, stem, reference)
+                efficiency_parts.append((heading(family), part))
             plot_task_scores(family, family_tasks, colors, out_dir)
             finals.append(
                 final_section(
@@ -141,6 +147,7 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
                     labels,
                     final,
                     plumbing=plumbing,
+                    departing=departing,
                 )
             )
             if family.name == paper.claims_family() and family.aggregate is not None:
@@ -154,6 +161,13 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
             )
             if first_scores is None and family.aggregate is not None and family_scores_.height:
                 first_scores = (family, checkpoint_values(rows, final))
+                headline = (
+                    family.title,
+                    final,
+                    compare(first_scores[1]),
+                    dict(rows.select("label", "objective").unique(maintain_order=True).iter_rows()),
+                    [x for x in labels if x in trained_labels(rows)],
+                )
         sections += finals
         if efficiencies:
             write_csv(multiplier_table(efficiencies), out_dir / EFFICIENCY_FILE)
@@ -187,6 +201,8 @@ def write_report(run_dir: Path, out_dir: Path | None = None, notes: Path | None 
         sections.append(kept_text)
     objectives = set(runs["objective"].to_list()) if runs is not None else set()
     sections.append(paper_section(objectives, families))
+    lead = lead_section(study, runs, headline)
+    sections.insert(0, header(study, run_dir, results, runs, tables_note(kept, out_dir), lead))
     path = out_dir / REPORT_FILE
     atomic_write_text(path, "\n\n".join(sections) + "\n")
     return path
@@ -333,6 +349,12 @@ def ordered_labels(
     return ranked + [x for x in rest if x not in baselines] + baselines
 
 
+def trained_labels(rows: pl.DataFrame) -> set[str]:
+    """The labels of a family's rows evaluated beyond budget 0: pre-trained, not the
+    no-pre-training baseline nor a reference scorer."""
+    return set(rows["label"].to_list()) - set(evaluated_only_at_start(rows))
+
+
 def is_baseline(results: pl.DataFrame, label: str) -> bool:
     return (
         results.filter(
@@ -383,7 +405,7 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
             sci(r["flops_paper"]),
             sci(r["flops_standard"]),
             duration(r["wall_s"]),
-            r["message"] or "",
+            "" if reused_run(r) else r["message"] or "",
         ]
         for r in ordered.iter_rows(named=True)
     ]
@@ -400,6 +422,15 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
         "Message",
     ]
     summary = ", ".join(f"{n} {status}" for status, n in counts)
+    sources = [r["message"][len(REUSED_MESSAGE) :].strip() for r in ordered.iter_rows(named=True)
+               if reused_run(r)]  # fmt: skip
+    if sources:  # said once, not in every row's message
+        summary += (
+            f" ({len(sources)} reused: identical runs from "
+            f"{', '.join(f'`{x}`' for x in dict.fromkeys(sources))})"
+        )
+    if not any(row[-1] for row in rows):  # no message to show: no column of blanks
+        head, rows = head[:-1], [row[:-1] for row in rows]
     diverged = ordered.filter(pl.col("diverged").fill_null(False)).height
     if diverged:
         summary += (
@@ -407,6 +438,10 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
             "below, their scores say little about their objectives)"
         )
     return "\n\n".join([f"## Runs\n\n{summary}.", table(head, rows), *curve_notes(runs)])
+
+
+def reused_run(row: dict[str, Any]) -> bool:
+    return (row["message"] or "").startswith(REUSED_MESSAGE)
 
 
 def status_cell(row: dict[str, Any]) -> str:

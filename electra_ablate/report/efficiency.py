@@ -152,13 +152,23 @@ def budget_columns(flops: Sequence[float]) -> list[float]:
     return [sum(g) / len(g) for g in groups]
 
 
-def multiplier_table_md(found: Efficiency, mark: bool) -> str:
+def shown(found: Efficiency, reference: str | None) -> Callable[[tuple[str, str]], bool]:
+    """Whether the report's markdown and figure show pair (A, B): a pair with the headline's
+    reference (``lead.headline_reference``: BERT's MLM) or with a reference evaluated without
+    pre-training (a flat curve: from what budget pre-training beats it), or every pair when
+    there is no reference; the rest are in the CSV files (issue 69: 42 multiplier rows and 28
+    crossovers buried the answer)."""
+    keep = {reference} | {label for label, c in found.curves.items() if c.flat}
+    return lambda pair: reference is None or bool(keep & set(pair))
+
+
+def multiplier_table_md(found: Efficiency, mark: bool, reference: str | None = None) -> str:
     """One row per ordered pair, one column per budget (a pair lacks the budgets its A was
     not evaluated at)."""
     columns = budget_columns([m.flops for m in found.multipliers])
     rows = []
     for (a, b), found_pair in found.multipliers_by_pair().items():
-        if all(m.within_noise for m in found_pair):
+        if all(m.within_noise for m in found_pair) or not shown(found, reference)((a, b)):
             continue  # nothing outside the noise floor: no row (``drawn_pairs`` says so)
         cells = [NO_VALUE] * len(columns)
         for m in found_pair:
@@ -168,7 +178,7 @@ def multiplier_table_md(found: Efficiency, mark: bool) -> str:
     return table(["A", "B", *(f"at {sci(x)}" for x in columns)], rows)
 
 
-def crossover_table_md(found: Efficiency, mark: bool) -> str:
+def crossover_table_md(found: Efficiency, mark: bool, reference: str | None = None) -> str:
     head = ["A", "B", "Crossover of A − B", "A − B at the first budget", "A − B at the last"]
     rows = [
         [
@@ -179,7 +189,7 @@ def crossover_table_md(found: Efficiency, mark: bool) -> str:
             difference_cell(c.end, mark),
         ]
         for c in found.crossovers
-        if not c.within_noise
+        if not c.within_noise and shown(found, reference)((c.a, c.b))
     ]
     return table(head, rows)
 
@@ -189,12 +199,16 @@ WITHIN_NOISE = "within noise"
 not drawn."""
 
 
-def within_noise_line(found: Efficiency) -> str:
-    """One line naming the pairs whose every multiplier, or whose crossover, lies inside the
-    noise floor and so has no row (issue 72: nothing is drawn for such a difference)."""
+def within_noise_line(found: Efficiency, reference: str | None = None) -> str:
+    """One line naming the pairs shown (``shown``) whose every multiplier, or whose
+    crossover, lies inside the noise floor and so has no row (issue 72: nothing is drawn for
+    such a difference)."""
+    show = shown(found, reference)
     quiet = [f"{a} over {b}" for (a, b), ms in found.multipliers_by_pair().items()
-             if all(m.within_noise for m in ms)]  # fmt: skip
-    crossings = [f"{c.a} and {c.b}" for c in found.crossovers if c.within_noise]
+             if all(m.within_noise for m in ms) and show((a, b))]  # fmt: skip
+    crossings = [
+        f"{c.a} and {c.b}" for c in found.crossovers if c.within_noise and show((c.a, c.b))
+    ]
     parts = []
     if quiet:
         parts.append(f"no multiplier of {', '.join(quiet)}")
@@ -232,9 +246,12 @@ def heading(family: TaskFamily) -> str:
     return family.aggregate or family.title
 
 
-def family_part(found: Efficiency, family: TaskFamily, stem: str | None) -> str | None:
+def family_part(
+    found: Efficiency, family: TaskFamily, stem: str | None, reference: str | None = None
+) -> str | None:
     """One family's subsection: multipliers, crossovers, the figure; None when its objectives
-    were evaluated at one budget (``section`` says so)."""
+    were evaluated at one budget (``section`` says so). With a ``reference`` label only its
+    pairs (``headline``), and a line says where the others are."""
     if found.budgets < 2:
         return None
     some, missing = interval_marks([found])
@@ -242,18 +259,24 @@ def family_part(found: Efficiency, family: TaskFamily, stem: str | None) -> str 
     parts = [f"### {heading(family)}"]
     if not some:
         return "\n\n".join([*parts, NO_FLOOR])
-    drawn = [m for m in found.multipliers if not m.within_noise]
+    show = shown(found, reference)
+    drawn = [m for m in found.multipliers if not m.within_noise and show((m.a, m.b))]
+    if reference is not None:
+        parts.append(
+            f"Each objective against {reference} here; every other pair is in "
+            f"`{EFFICIENCY_FILE}` and `{CROSSOVERS_FILE}` beside this report."
+        )
     if drawn:
         parts += ["Multipliers (B's compute for A's score, as a multiple of A's):"]
-        parts.append(multiplier_table_md(found, mark))
+        parts.append(multiplier_table_md(found, mark, reference))
     elif not found.multipliers:
         parts.append("One pre-trained objective: no pair to compute a multiplier for.")
-    if any(not c.within_noise for c in found.crossovers):
+    if any(not c.within_noise and shown(found, reference)((c.a, c.b)) for c in found.crossovers):
         parts += [
             "Crossovers, and each objective against the references evaluated without pre-training:",
-            crossover_table_md(found, mark),
+            crossover_table_md(found, mark, reference),
         ]
-    quiet = within_noise_line(found)
+    quiet = within_noise_line(found, reference)
     if quiet:
         parts.append(quiet)
     if stem is not None:
@@ -289,11 +312,12 @@ def plot_efficiency(
     scores: pl.DataFrame,
     colors: Mapping[str, tuple],
     out_dir,
+    reference: str | None = None,
 ) -> str | None:
     """``efficiency_figure`` saved as ``<family>_efficiency``; returns that stem, or None when
     there is no pair to draw, and then an earlier report's figure of that name is removed: a
     rewritten report must not leave a figure beside it that it no longer draws."""
-    fig = efficiency_figure(found, family, scores, colors)
+    fig = efficiency_figure(found, family, scores, colors, reference)
     stem = f"{family.name}_efficiency"
     if fig is None:
         remove_figure(out_dir, stem)
@@ -307,6 +331,7 @@ def efficiency_figure(
     family: TaskFamily,
     scores: pl.DataFrame,
     colors: Mapping[str, tuple],
+    reference: str | None = None,
 ) -> Figure | None:
     """A row per pair of pre-trained objectives: both curves with their 95% CI bands and the
     crossover marked (left), the multiplier of each over the other against budget (right, log
@@ -315,9 +340,17 @@ def efficiency_figure(
     trained = [label for label, c in found.curves.items() if not c.flat and len(c.flops) > 1]
     outside = {(m.a, m.b) for m in found.multipliers if not m.within_noise}
     outside |= {(c.a, c.b) for c in found.crossovers if not c.within_noise}
-    pairs = [(a, b) for a, b in combinations(trained, 2) if {(a, b), (b, a)} & outside]
+    pairs = [
+        (a, b)
+        for a, b in combinations(trained, 2)
+        if {(a, b), (b, a)} & outside and shown(found, reference)((a, b))
+    ]
     if not pairs:
         return None
+    if reference is not None:
+        return against_reference_figure(
+            found, reference, [b if a == reference else a for a, b in pairs], colors
+        )
     fig = Figure(figsize=(2 * PANEL_WIDTH, 0.85 * PANEL_HEIGHT * len(pairs)), layout="constrained")
     axes = fig.subplots(len(pairs), 2, squeeze=False)
     band = band_columns(scores)
@@ -341,6 +374,51 @@ def efficiency_figure(
         flops_axis(right, sorted({m.flops for m in found.multipliers if m.a in (a, b)}))
     for ax in axes[-1]:
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+    return fig
+
+
+MAX_HEIGHT = 2000 / 120
+"""The tallest a figure of this section may be, in inches at the report's 120 dpi (issue 69:
+a panel per pair grew to 6,854 px, its ticks overprinted)."""
+
+
+def against_reference_figure(
+    found: Efficiency, reference: str, others: Sequence[str], colors: Mapping[str, tuple]
+) -> Figure:
+    """Two panels whatever the number of objectives: each objective's multiplier over the
+    reference (the reference's compute for its score, left) and the reference's over each
+    (its compute for the reference's score, right), against budget; only what lies outside
+    the noise floor."""
+    height = min(MAX_HEIGHT, 1.3 * PANEL_HEIGHT + 0.12 * len(others))
+    fig = Figure(figsize=(2 * PANEL_WIDTH, height), layout="constrained")
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    for ax, over in zip(axes, (True, False), strict=True):
+        shown_here = []
+        for other in others:
+            a, b = (other, reference) if over else (reference, other)
+            own = [m for m in found.multipliers if (m.a, m.b) == (a, b) and not m.within_noise]
+            multiplier_panel(ax, own, colors[other], other)
+            shown_here += [m for m in found.multipliers if {m.a, m.b} == {a, b}]
+        ax.axhline(1.0, color="0.5", linewidth=0.8)
+        multiplier_axis(ax)
+        ax.set_ylim(*multiplier_limits(shown_here))
+        ax.set_title(
+            f"{reference}'s compute for each one's score"
+            if over
+            else f"each one's compute for {reference}'s score",
+            fontsize="small",
+        )
+        ax.set_ylabel("multiplier", fontsize="small")
+        ax.set_xlabel(FLOPS_LABEL, fontsize="small")
+        flops_axis(ax)  # ticks spaced so their labels never overlap
+    handles = {}
+    for ax in axes:
+        handles.update({label: h for h, label in zip(*ax.get_legend_handles_labels(), strict=True)})
+    if handles:
+        fig.legend(
+            list(handles.values()), list(handles), loc="outside lower center", ncols=4,
+            fontsize="x-small",
+        )  # fmt: skip
     return fig
 
 

@@ -281,8 +281,10 @@ def header(
     results: pl.DataFrame | None,
     runs: pl.DataFrame | None,
     tables: str | None = None,
+    lead: str = "",
 ) -> str:
-    """The provenance table; ``tables`` says which tidy tables sit beside the report."""
+    """The provenance table; ``tables`` says which tidy tables sit beside the report. ``lead``
+    (the report's "At a glance", ``report.lead``) goes above the table, on the first screen."""
     pretrain = {k: v for k, v in (study.get("pretrain") or {}).items() if k not in REPORTING_FIELDS}
     spec_rows = [
         ("Spec", f"`{study['spec_path']}`" if study.get("spec_path") else NO_VALUE),
@@ -363,6 +365,7 @@ def header(
     # report ranks anything.
     about = f"*{text}*\n\n" if (text := described(study)) else ""
     about += f"*{text}*\n\n" if (text := warmup_beyond_text(study, runs)) else ""
+    about += f"{lead}\n\n## Provenance\n\n" if lead else ""
     return f"# Study `{name}`\n\n{about}" + table(["", ""], rows)
 
 

@@ -246,7 +246,8 @@ def task_scores_figure(
     """One panel per task of the family, its headline metric against pre-training FLOPs."""
     headline = tasks.filter(pl.col("headline"))
     names = ordered_tasks(headline["task"].to_list())
-    constant = constant_tasks(tasks, float(tasks["checkpoint_fraction"].max()))
+    final = float(tasks["checkpoint_fraction"].max())
+    constant = constant_tasks(tasks, final)
     fig, axes = grid(len(names))
     for ax, task in zip(axes, names, strict=True):
         rows = headline.filter(pl.col("task") == task)
@@ -254,7 +255,7 @@ def task_scores_figure(
         left_out = family.aggregate is not None and not rows["in_aggregate"].any()
         note = f" — not in {family.aggregate}" if left_out else ""
         if task in constant:
-            note += f"\nevery model {constant[task]:.1f}"
+            note += f"\nevery model {constant[task]:.1f} at {final:.0%}"
         ax.set_title(f"{task} ({rows['metric'][0]}){note}", fontsize="medium")
         ax.set_xlabel(FLOPS_LABEL, fontsize="small")
     several_seeds = bool((headline["n"] > 1).any()) if "n" in headline.columns else True

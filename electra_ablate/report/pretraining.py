@@ -220,9 +220,37 @@ def diagnostics_section(
             ),
             table(header, rows),
             *([scores[2]] if scores and scores[2] else []),
+            *([note] if (note := one_class_note(metrics, labels)) else []),
             figure("Pre-training diagnostics vs FLOPs", "pretrain_curves"),
             "Solid: training batches, smoothed; dots: held-out split at checkpoints.",
         ]
+    )
+
+
+ONE_CLASS = 0.99
+"""A detector accuracy at least this (or at most 1 − it) beside an AUC within ``CHANCE_AUC``
+of 0.5: its scored positions hold one class (``one_class_note``)."""
+CHANCE_AUC = 0.02
+
+
+def one_class_note(metrics: pl.DataFrame, labels: Sequence[str]) -> str:
+    """Names the runs whose held-out detection accuracy is near 1 (or 0) while their AUC is
+    0.5 (issue 69: ELECTRA 15%'s ``disc_acc`` 1.00 beside AUC 0.500 read as learning): where
+    a detector is scored only at the selected positions and the generator replaced every one,
+    the target has one class, and the accuracy of always answering it measures nothing."""
+    found = []
+    for name, _, _, _, heldout in run_rows(metrics, labels):
+        acc, auc = last(heldout, "disc_acc"), last(heldout, "disc_auc")
+        if acc is None or auc is None or abs(auc - 0.5) > CHANCE_AUC:
+            continue
+        if acc >= ONE_CLASS or acc <= 1 - ONE_CLASS:
+            found.append(f"{name} ({acc:.2f} beside AUC {auc:.3f})")
+    if not found:
+        return ""
+    return (
+        f"*One class at the scored positions*: {', '.join(found)}. Its detector's accuracy is "
+        "that of always answering the one class its target holds there (every selected token "
+        "replaced, or none): it measures nothing learnt; the AUC at 0.5 says so."
     )
 
 

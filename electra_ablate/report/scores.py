@@ -6,7 +6,7 @@ from the results table; nothing here names one."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import polars as pl
 
@@ -108,9 +108,11 @@ def task_header(
     tasks: pl.DataFrame,
     names: Sequence[str],
     constant: dict[str, float] | None = None,
+    at: float | None = None,
 ) -> list[str]:
     """Each task column's heading: its headline metric, whether the family's score leaves it
-    out, and whether every model gives it one value (``constant_tasks``)."""
+    out, and whether every model gives it one value (``constant_tasks``) at checkpoint ``at``
+    (a fraction of the budget): named, since an earlier checkpoint may differ (issue 69)."""
     headline = tasks.filter(pl.col("headline"))
     excluded = set(left_out(tasks)) if family.aggregate else set()
     constant = constant or {}
@@ -119,13 +121,16 @@ def task_header(
         metric = lookup(headline, task=task)["metric"]
         note = f", not in {family.title}" if task in excluded else ""
         if task in constant:
-            note += f"; every model {constant[task]:.1f}"
+            where = f" at {fraction(at)}" if at is not None else ""
+            note += f"; every model {constant[task]:.1f}{where}"
         out.append(f"{task} ({metric}{note})")
     return out
 
 
-def constant_note(constant: dict[str, float], family: TaskFamily, tasks: pl.DataFrame) -> str:
-    """The sentence under a table with a task every model scores alike."""
+def constant_note(
+    constant: dict[str, float], family: TaskFamily, tasks: pl.DataFrame, at: float
+) -> str:
+    """The sentence under a table with a task every model scores alike at checkpoint ``at``."""
     if not constant:
         return ""
     listed = ", ".join(f"{task} ({value:.1f})" for task, value in constant.items())
@@ -137,7 +142,8 @@ def constant_note(constant: dict[str, float], family: TaskFamily, tasks: pl.Data
         else ""
     )
     return (
-        f"*Every model gives one value*, the no-pre-training baseline included: {listed}. Such "
+        f"*Every model gives one value at {fraction(at)} of the budget*, the no-pre-training "
+        f"baseline included: {listed}. Such "
         "a task tells the objectives nothing here (typically every encoder predicts one class)."
         + enters
     )
@@ -264,15 +270,20 @@ def final_section(
     labels: Sequence[str],
     final: float,
     plumbing: bool = False,
+    departing: Mapping[str, Sequence[str]] | None = None,
 ) -> str:
     """One family's results at the final budget; ``results``, ``scores``, ``paper_scores`` and
     ``tasks`` hold that family's rows only. A family without an aggregate gets its task table.
+
+    ``departing``: labels set away from the paper's setting, with how
+    (``paper.setting_departures``): no published number beside them, and one line says why.
 
     ``plumbing``: the study describes itself as a plumbing check (``header.plumbing_check``);
     its table then carries no published column and no published ordering, and a line says why
     (``not_comparable_note``)."""
     if family.aggregate is None:
         return task_section(family, tasks, labels, final)
+    departing = departing or {}
     objective_of = dict(results.select("label", "objective").unique().iter_rows())
     unpretrained = set(evaluated_only_at_start(results))  # no pre-training, reference scorers
     baseline = baseline_label(scores)
@@ -297,14 +308,18 @@ def final_section(
             d = comparison.difference(label, baseline)
             vs = comparison.difference_cell(d)
         own = comparison.scores.get(label) if placed is not None or at == 0.0 else None
-        published = family.published.get(objective)
+        published = None if label in departing else family.published.get(objective)
         rows.append(
             [
                 str(placed["rank"]) if placed else NO_VALUE,
                 label,
                 f"`{objective}`",
                 verdicts.score_with_ci(own, mark=comparison.marks),
-                verdicts.seeds(own.n_pretrain, own.n_finetune) if own else NO_VALUE,
+                *(
+                    []
+                    if comparison.single_models  # one model each: the note below says so once
+                    else [verdicts.seeds(own.n_pretrain, own.n_finetune) if own else NO_VALUE]
+                ),
                 *([f"{paper_row['score_paper']:.1f}" if paper_row else NO_VALUE] if both else []),
                 vs,
                 *[
@@ -347,10 +362,10 @@ def final_section(
                 "Label",
                 "Objective",
                 f"{title} per model" + ("" if comparison.single_models else " [95% CI]"),
-                "Seeds (pre-training × fine-tuning)",
+                *([] if comparison.single_models else ["Seeds (pre-training × fine-tuning)"]),
                 *([f"{title} (paper)"] if both else []),
                 "vs none" + ("" if comparison.single_models else " [95% CI]"),
-                *task_header(family, tasks, names, constant),
+                *task_header(family, tasks, names, constant, final),
                 *([family.published_label] if show_published else []),
             ],
             rows,
@@ -362,10 +377,12 @@ def final_section(
     ]
     if family.published and not show_published:
         parts.append(not_comparable_note(family))
+    elif show_published and (moved := departing_note(family, departing, objective_of)):
+        parts.append(moved)
     for note in (
         makeup_section(family, tasks, names, labels, final),
         verdicts.NO_INTERVAL_NOTE if comparison.some_without_interval else "",
-        constant_note(constant, family, tasks),
+        constant_note(constant, family, tasks, final),
         constant_aggregate_note(family, constant_aggregates(tasks, final)),
         like_for_like_section(family, results, labels, final),
         verdicts.noise_note(comparison, ranked["label"].to_list()),
@@ -405,6 +422,24 @@ def final_section(
     return "\n\n".join(parts)
 
 
+def departing_note(
+    family: TaskFamily, departing: Mapping[str, Sequence[str]], objective_of: Mapping[str, str]
+) -> str:
+    """One line naming the labels whose objective has a published number that the table leaves
+    out because the label departs from the paper's setting (issue 69)."""
+    named = [
+        f"{label} ({'; '.join(departing[label])})"
+        for label, objective in objective_of.items()
+        if label in departing and objective in family.published
+    ]
+    if not named:
+        return ""
+    return (
+        f"*No {family.published_label} value* beside {', '.join(named)}: the paper measured "
+        "its objective at the paper's setting, not this one (the header's deviations list it)."
+    )
+
+
 def task_section(
     family: TaskFamily, tasks: pl.DataFrame, labels: Sequence[str], final: float
 ) -> str:
@@ -428,8 +463,8 @@ def task_section(
     constant = constant_tasks(tasks, final)
     parts = [
         f"## {family.title}: results at the final budget ({fraction(final)})",
-        table(["Label", *task_header(family, tasks, names, constant)], rows),
-        constant_note(constant, family, tasks),
+        table(["Label", *task_header(family, tasks, names, constant, final)], rows),
+        constant_note(constant, family, tasks, final),
         figure(f"{family.title} tasks vs pre-training FLOPs", f"{family.name}_tasks_vs_flops"),
     ]
     return "\n\n".join(part for part in parts if part)

@@ -146,12 +146,32 @@ def difference_text(d: stats.Difference) -> str:
     return f"{shown}, {pairing(d)}, {seeds(d.n_pretrain, d.n_finetune)} seeds"
 
 
+def few_seeds_words(d: stats.Difference, resolved: bool) -> str:
+    """``from 2 fine-tuning seeds: read with caution`` for a verdict that ``resolved`` a
+    difference whose interval rests on fewer than ``stats.FEW_SEEDS`` resampled seeds (its
+    spread is estimated from two numbers); empty otherwise. Every verdict the report, the
+    notebook face and its tables show is cautioned through here (``resolved_caution``)."""
+    units = d.dof + 1
+    if not resolved or units >= stats.FEW_SEEDS or not has_interval(d):
+        return ""
+    kind = "pre-training " if d.n_pretrain > 1 else "fine-tuning " if units == d.n_finetune else ""
+    return f"from {units} {kind}seeds: read with caution"
+
+
+def resolved_caution(d: stats.Difference, resolved: bool) -> str:
+    """`` (from 2 fine-tuning seeds: read with caution)`` beside a verdict, or empty
+    (``few_seeds_words``)."""
+    words = few_seeds_words(d, resolved)
+    return f" ({words})" if words else ""
+
+
 def verdict_words(d: stats.Difference) -> str:
     found = direction(d)
+    caution = resolved_caution(d, found != OPEN)
     if found == ABOVE:
-        return f"{d.label_a} above {d.label_b}"
+        return f"{d.label_a} above {d.label_b}{caution}"
     if found == BELOW:
-        return f"{d.label_b} above {d.label_a}"
+        return f"{d.label_b} above {d.label_a}{caution}"
     return "no interval: unresolved" if math.isnan(d.ci_low) else "CI includes 0: unresolved"
 
 
@@ -223,7 +243,10 @@ def baseline_comparison(
         if label not in comparison.scores:
             continue
         d = comparison.difference(label, baseline)
-        groups[direction(d)].append(f"{label} ({comparison.difference_cell(d)})")
+        found = direction(d)
+        caution = few_seeds_words(d, found != OPEN)
+        cell = comparison.difference_cell(d) + (f"; {caution}" if caution else "")
+        groups[found].append(f"{label} ({cell})")
     parts = [f"**No pre-training**: {comparison.score_text(baseline)}."]
     words = {
         ABOVE: "Above it (95% CI of the difference above 0)",
@@ -308,7 +331,9 @@ def claims_section(
                     signed(d.value), d.ci_low, d.ci_high, sign=True, mark=not single_models
                 ),
                 f"{seeds(d.n_pretrain, d.n_finetune)}, {pairing(d)}",
-                f"**{v.verdict}**" + (" (fine-tuning noise only)" if noise_only(d) else ""),
+                f"**{v.verdict}**"
+                + resolved_caution(d, v.verdict != stats.UNRESOLVED)
+                + (" (fine-tuning noise only)" if noise_only(d) else ""),
             ]
         )
         if v.verdict == stats.UNRESOLVED and not single_models:
@@ -333,16 +358,17 @@ def claims_section(
         f"{title} per model. {relations} The paper's numbers come from base-size (Table 5, "
         "§3.2) or small (Table 1) models trained far longer: compare the direction, not the "
         "size.",
-        table(
+        *folded_table(
             [
                 "Claim",
-                "Paper",
-                "Ours (A − B)",
-                "A − B" if single_models else "A − B [95% CI]",
+                "Paper: A vs B (A − B)",
+                "Our labels: A − B",
+                "Ours: A − B" if single_models else "Ours: A − B [95% CI]",
                 "Seeds, draw",
                 "Verdict",
             ],
             rows,
+            folded=("Seeds, draw",),
         ),
     ]
     if unmarked and not single_models:
@@ -362,6 +388,20 @@ def claims_section(
             "\n".join(plans),
         ]
     return "\n\n".join(parts)
+
+
+def folded_table(headers: list[str], rows: list[list[str]], folded: Sequence[str]) -> list[str]:
+    """``table(headers, rows)``, but each column of ``folded`` that holds one value in every
+    row (of two or more) is left out and said once in a line below: thirteen rows of
+    "1 × 1, paired | unresolved at this power" say nothing the line does not."""
+    keep = [
+        i
+        for i, header in enumerate(headers)
+        if header not in folded or len(rows) < 2 or len({row[i] for row in rows}) > 1
+    ]
+    said = [f"{headers[i]}: {rows[0][i]}" for i in range(len(headers)) if i not in keep]
+    shown = table([headers[i] for i in keep], [[row[i] for i in keep] for row in rows])
+    return [shown] + ([f"Every claim above — {'; '.join(said)}."] if said else [])
 
 
 def claim_verdicts(

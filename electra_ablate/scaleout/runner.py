@@ -40,6 +40,7 @@ from electra_ablate.study.data_identity import check_study_data
 from electra_ablate.study.execute import evaluate_unit, run_unit
 from electra_ablate.study.integrity import check_study
 from electra_ablate.study.plan import StudyPlan, plan_study
+from electra_ablate.study.preflight import warn_before_run
 from electra_ablate.study.provenance import write_plan, write_study_json
 from electra_ablate.study.records import FINETUNE_KEYS, read_record, warn, warnings_to
 from electra_ablate.study.reuse import reuse_identical
@@ -141,6 +142,7 @@ def planned_units(
         write_plan(study, units)
         settle_code_changes(study, mine)  # before anything is repaired or built on
         check_study(study, mine, log)
+        warn_before_run(study, mine)  # before compute: a task likely at its majority class
     return plan, mine
 
 

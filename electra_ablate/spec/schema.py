@@ -339,9 +339,11 @@ class StudySpec(Strict):
                 raise ValueError(f"{what} labels must be unique; repeated: {', '.join(repeated)}")
         labels = [o.display for o in self.objectives]
         if self.budget.steps_of is not None and self.budget.steps_of not in labels:
+            named = [o.display for o in self.objectives if o.name == self.budget.steps_of]
+            hint = f"; {self.budget.steps_of!r} is the name of {named[0]!r}" if named else ""
             raise ValueError(
                 f"budget.steps_of {self.budget.steps_of!r} is not an objective label "
-                f"(the labels: {', '.join(labels)})"
+                f"(the labels: {', '.join(labels)}){hint}"
             )
         if self.finetune is not None and self.evaluation is not None:
             both = sorted(set(self.finetune.tasks) & set(self.evaluation.tasks))

@@ -18,6 +18,8 @@
 - ``integrity``: finished work checked before a run builds on it, and repaired;
 - ``tables`` and ``provenance``: the tidy tables and ``study.json``;
 - ``estimate``: the dry-run's plan and time estimate;
+- ``preflight``: the warning, before compute is spent, that a task's settings make the
+  majority class every model's likely outcome;
 - ``schedule``: the rule a study's workers start their work by (the pool's order, or one card's),
   which the GPU session's replay follows too;
 - ``survey``: what a study folder holds, read without changing it (``ablate status``);

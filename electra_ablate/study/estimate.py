@@ -14,23 +14,34 @@ computes, which other processes sharing the cores do not stretch the way they st
 time. The median of ``TIMED_WINDOWS`` one-step windows is kept, and the threads a worker will
 have enter through a wall-time speed-up measured on the first objective and kept within
 [1, threads]. A task's own estimate is converted the same way (by the CPU share its timing got).
-Beside the estimate go a range (perfect thread scaling on an idle machine, to no thread gain
-at the load measured) and that load.
+
+CPU time says what a step costs, not what it will take now: on a machine other jobs share, the
+run's steps wait for cores (issue 69: 15-64x under the wall time). So a short wall-clock probe
+(``load_probe``: ``PROBE_WINDOWS`` real steps at the worker's thread count) gives the slowdown
+the run will see now, against the CPU-time model, and the middle estimate is the probe's. What a
+run pays besides its steps is measured where the dry run meets it (``FixedCosts``): the process
+start and imports up to the plan, planning on cached data (a second ``plan_study``), a run's
+build (objective, trainer, first step), an evaluation's start-up, first-use imports paid once,
+and the tables written at the end (a probe). The range goes from perfect thread scaling on an
+idle machine to the probe's slowest window (or the load average's slowdown, if worse), fixed
+costs included in both.
 """
 
 from __future__ import annotations
 
 import heapq
+import json
 import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import polars as pl
 import torch
 
 from electra_ablate.checkpoints.kept import LoadedKept
@@ -39,7 +50,8 @@ from electra_ablate.evaluation.finetuned import TIMED_EXAMPLES
 from electra_ablate.evaluation.run import EvaluationJob, fresh_kept
 from electra_ablate.evaluation.task import get_task
 from electra_ablate.infra.layout import RunLayout
-from electra_ablate.infra.progress import progress_mode, status_line
+from electra_ablate.infra.progress import format_duration, progress_mode, status_line
+from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.infra.threads import torch_threads
 from electra_ablate.pretraining.engine.trainer import PretrainRun, Trainer
 from electra_ablate.study.code_change import (
@@ -50,12 +62,14 @@ from electra_ablate.study.code_change import (
 )
 from electra_ablate.study.context import Study, refuse_cuda_graphs_off_cuda
 from electra_ablate.study.plan import plan_study
+from electra_ablate.study.preflight import warn_dry_run
 from electra_ablate.study.reuse import finished_record, near_run, reusable_from
 from electra_ablate.study.schedule import Schedule
 from electra_ablate.study.units import RunUnit, Unit, prepared
 
 TIMED_WINDOWS = 5  # one-step windows per objective; the median is kept
 SPEEDUP_WINDOWS = 3  # windows at the workers' thread count, against as many on one thread
+PROBE_WINDOWS = 5  # one-step wall-clock windows at the workers' thread count: the load's effect
 
 
 @dataclass
@@ -65,6 +79,38 @@ class StepTiming:
     median: float
     fastest: float
     slowest: float
+    setup_s: float = 0.0  # wall seconds to build the run and take its warm-up step
+
+
+@dataclass
+class JobTiming:
+    """One evaluation: its seconds on one thread (``time_job``) and, in wall time, what it paid
+    before and around its task's own estimate (the task, a fresh encoder, the task's data)."""
+
+    seconds: float
+    startup_s: float
+
+
+@dataclass
+class FixedCosts:
+    """Wall seconds a run pays besides its steps and fine-tunes, each measured in the dry run
+    where the run meets it (the module docstring)."""
+
+    startup_s: float = 0.0  # the process started and imported, up to planning
+    planning_s: float = 0.0  # ``plan_study`` on the cached data the dry run left
+    once_s: float = 0.0  # first-use imports (the optimizer's, a task family's), paid once
+    tables_s: float = 0.0  # the tables written at the end
+    per_run_s: dict[str, float] = field(default_factory=dict)  # a run's build, by label
+    per_job_s: float = 0.0  # an evaluation's start-up
+
+    def once(self) -> float:
+        """What the study pays once, whatever its units."""
+        return self.startup_s + self.planning_s + self.once_s + self.tables_s
+
+    def total(self, runs: list[str], jobs: int) -> float:
+        """All of it, for the runs (their labels) and the number of evaluations still to do."""
+        built = sum(self.per_run_s.get(label, 0.0) for label in runs)
+        return self.once() + built + self.per_job_s * jobs
 
 
 @dataclass
@@ -77,6 +123,14 @@ class StudyEstimate:
     load: str = ""  # the machine's load while it was measured
     device: str = ""  # where it was measured
     notes: list[str] = field(default_factory=list)  # finished work whose code changed, and why
+    fixed_s: float = 0.0  # the measured fixed costs inside ``wall_s`` (``FixedCosts``)
+    slowdown: float = 1.0  # the load probe's wall time against the CPU-time model
+    gpus: int = 0  # GPUs the run uses (0 off an accelerator)
+
+    @property
+    def gpu_hours(self) -> float | None:
+        """Wall time times the GPUs used, on an accelerator (None on a CPU)."""
+        return self.wall_s * self.gpus / 3600 if self.gpus else None
 
     def as_dict(self) -> dict[str, Any]:
         """The plan and its time model as plain JSON (``ablate run --dry-run --plan-json``)."""
@@ -96,7 +150,47 @@ class StudyEstimate:
             "load": self.load,
             "how": self.how,
             "notes": self.notes,
+            "fixed_s": self.fixed_s,
+            "slowdown": self.slowdown,
+            "gpus": self.gpus,
+            "gpu_hours": self.gpu_hours,
         }
+
+
+def gpu_hours_line(estimate: StudyEstimate) -> str | None:
+    """The dry run's GPU-hours line on an accelerator (wall time times GPUs, with its range);
+    None on a CPU."""
+    if estimate.gpu_hours is None:
+        return None
+    low, high = (x * estimate.gpus / 3600 for x in estimate.wall_range_s)
+    return (
+        f"GPU-hours: about {estimate.gpu_hours:.2f} ({estimate.gpus} GPU(s) x the wall time; "
+        f"range {low:.2f} to {high:.2f})"
+    )
+
+
+def process_age() -> float:
+    """Wall seconds since this process started (its start and imports: what a run's process
+    repeats); 0 where ``/proc`` does not say."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        started = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    return max(0.0, uptime - started / ticks)
+
+
+def tables_probe(rows: int) -> float:
+    """Wall seconds to write a table of ``rows`` rows as parquet and JSON, atomically, into a
+    throwaway folder: the order of the tables the run writes at its end."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        frame = pl.DataFrame({"unit": list(range(rows)), "value": [0.0] * rows})
+        for name in ("runs", "results", "pretrain_metrics"):
+            frame.write_parquet(Path(tmp) / f"{name}.parquet")
+        atomic_write_text(Path(tmp) / "study.json", json.dumps({"rows": rows}))
+    return time.perf_counter() - started
 
 
 def load_factor() -> float:
@@ -127,16 +221,26 @@ def estimate_plan(
     workers: int,
     progress: bool | None = None,
     keep_code_changes: bool = False,
+    reuse: bool = True,
 ) -> StudyEstimate:
     """What ``ablate run --dry-run`` shows: the study prepared (its data and units) and its plan
-    timed on this machine (``estimate_study``), each step said on stderr as it starts."""
-    study = Study(spec, spec_path, out_dir, device, overrides, keep_code_changes=keep_code_changes)
+    timed on this machine (``estimate_study``), each step said on stderr as it starts. With
+    ``reuse`` off (``--no-reuse``) nothing beside is copied: every unfinished unit is to do."""
+    fixed = FixedCosts(startup_s=process_age())  # what the run's process repeats
+    study = Study(
+        spec, spec_path, out_dir, device, overrides, reuse, keep_code_changes=keep_code_changes
+    )
     refuse_cuda_graphs_off_cuda(spec, study.device)  # the dry run times the real step
     mode = progress_mode(progress)
     with status_line("preparing the data (tokenizer, packed sequences, tasks)", mode) as say:
         planned = plan_study(study, progress=mode == "live")
+        warn_dry_run(spec)  # a task whose caps make one class its likely outcome
+        say("planning again on the cached data (what the run repeats)")
+        started = time.perf_counter()
+        plan_study(study)
+        fixed.planning_s = time.perf_counter() - started
         say("timing the plan on this machine")
-        estimate = estimate_study(study, planned.units, workers, say)
+        estimate = estimate_study(study, planned.units, workers, say, fixed)
     estimate.notes[:0] = planned.notes  # what the plan does that the spec does not show
     return estimate
 
@@ -146,74 +250,108 @@ def estimate_study(
     units: list[Unit],
     workers: int = 1,
     say: Callable[[str], None] | None = None,
+    fixed: FixedCosts | None = None,
 ) -> StudyEstimate:
     """The plan's rows with their estimated minutes and the study's wall time; ``say`` is told
-    what is being timed (the command shows it as progress)."""
+    what is being timed (the command shows it as progress). ``fixed`` brings what the caller
+    measured (the process start, planning); the builds, the evaluations' start-up, first-use
+    imports and the tables are measured here."""
     say = say or (lambda _: None)
+    fixed = fixed or FixedCosts()
     threads = max(1, (study.spec.pretrain.num_threads or torch.get_num_threads()) // workers)
     schedule = study.schedule(workers)
     load_before = machine_load()
     speedup: float | None = None
+    slowdown, worst = load_factor(), load_factor()  # the probes' (middle) and the range's top
+    slowdowns: list[float] = []  # per objective: its probe's wall step against its CPU step
     with torch_threads(1):
         steps: dict[str, StepTiming] = {}
-        job_s: dict[tuple[str, str, str | None], float] = {}
+        jobs: dict[tuple[str, str, str | None], JobTiming] = {}
         rows, costs = [], {"mid": ([], []), "low": ([], []), "high": ([], [])}
+        counted: list[int] = []
         changed, notes = code_notes(study, units)
         redone = {c.unit.run_id for c in changed if c.job is None}
         stale = {c.job.job_id for c in changed if c.job is not None}
         reused = {u.run_id: s for u in units if not done(u, redone) and (s := reusable(study, u))}
         runs = [u for u in units if isinstance(u, RunUnit) and to_train(u, reused, redone)]
+        for unit in runs:  # first every objective's steps, so the load is known for all
+            if unit.label not in steps:  # seeds of one entry cost the same
+                say(f"timing {unit.label}'s steps ({len(steps) + 1} of {len(runs)} objectives)")
+                steps[unit.label] = timing = time_steps(study, unit)
+                if speedup is None:
+                    say(f"measuring the speed-up of {threads} thread(s)")
+                    speedup = thread_speedup(study, unit, threads)
+                # the load, probed once per objective: samples spread over the dry run
+                probe = load_probe(study, unit, threads)
+                idle = timing.median / speedup
+                slowdowns.append(probe.median / idle)
+                worst = max(worst, probe.slowest / idle)
+                # a build's cost once first-use imports are paid (the first build's extra is
+                # paid once by the run too)
+                fixed.per_run_s[unit.label] = min(timing.setup_s, probe.setup_s)
+                fixed.once_s += timing.setup_s - fixed.per_run_s[unit.label]
+        # the load: the probes' median, or the load average's if that is worse
+        slowdown = max(statistics.median(slowdowns), load_factor()) if slowdowns else slowdown
         for unit in units:
             pretrain = {"mid": 0.0, "low": 0.0, "high": 0.0}
             if isinstance(unit, RunUnit) and to_train(unit, reused, redone):
-                if unit.label not in steps:  # seeds of one entry cost the same
-                    say(f"timing {unit.label}'s steps ({len(steps) + 1} of {len(runs)} objectives)")
-                    steps[unit.label] = time_steps(study, unit)
-                    if speedup is None:
-                        say(f"measuring the speed-up of {threads} thread(s)")
-                        speedup = thread_speedup(study, unit, threads)
                 timing, n = steps[unit.label], unit.plan.total_steps
+                build = fixed.per_run_s[unit.label]
+                speedup = speedup or 1.0
                 pretrain = {
-                    "mid": timing.median / speedup * n,
-                    "low": timing.fastest / threads * n,
-                    "high": timing.slowest * load_factor() * n,
+                    "mid": timing.median / speedup * slowdown * n + build,
+                    "low": timing.fastest / threads * n + build,
+                    "high": timing.slowest / speedup * max(worst, slowdown) * n + build,
                 }
             finetune = {"mid": 0.0, "low": 0.0, "high": 0.0}
+            counted.append(0)  # the unit's evaluations still to do
             for job in study.jobs(unit, ready_only=False):
                 if unit.run_id not in redone and evaluated(study, unit, job, stale):
                     continue
                 task_key = (str(unit.variant), job.task, job.reference)
-                if task_key not in job_s:
+                if task_key not in jobs:
                     say(f"timing {job.task}" + (f" ({job.reference})" if job.reference else ""))
-                    job_s[task_key] = time_job(study, unit, job)
-                one = job_s[task_key]  # on one thread
+                    jobs[task_key] = time_job(study, unit, job)
+                one = jobs[task_key].seconds  # on one thread
                 scaled = {
-                    "mid": one / (speedup or 1.0),
+                    "mid": one / (speedup or 1.0) * slowdown,
                     "low": one / threads,
-                    "high": one * load_factor(),
+                    "high": one * max(worst, slowdown),
                 }
                 for key, cost in scaled.items():
                     finetune[key] += cost
                     costs[key][1].append(cost)
+                counted[-1] += 1
             if to_train(unit, reused, redone):
                 for key in costs:
                     costs[key][0].append(pretrain[key])
             rows.append(plan_row(study, unit, pretrain["mid"], finetune["mid"], reused, redone))
+    # the first evaluation of a process paid first-use imports; the others did not
+    fixed.per_job_s = job_startup(jobs.values())
+    fixed.once_s += max([j.startup_s for j in jobs.values()], default=0.0) - fixed.per_job_s
+    for key in costs:
+        costs[key] = (costs[key][0], [c + fixed.per_job_s for c in costs[key][1]])
+    for row, n in zip(rows, counted, strict=True):
+        row["est_finetune_min"] += fixed.per_job_s * n / 60
+    fixed.tables_s = tables_probe(len(rows))
     load = f"{load_before} before timing, {machine_load()} after"
     how = (
-        f"each objective's training step timed on 1 thread in CPU time (the median of "
-        f"{TIMED_WINDOWS} windows) and scaled by the measured speed-up of {threads} "
-        f"thread(s) per process (x{speedup or 1.0:.2f}); each task's estimate (a "
-        f"{TIMED_EXAMPLES}-example fine-tune for a fine-tuned task) likewise; wall time packs "
+        f"steps timed on 1 thread in CPU time (median of {TIMED_WINDOWS}), x{speedup or 1.0:.2f} "
+        f"for {threads} thread(s), x{slowdown:.2f} for the load ({PROBE_WINDOWS}-step "
+        "wall-clock probes, or the load average if worse); tasks by a "
+        f"{TIMED_EXAMPLES}-example fine-tune, likewise; "
+        f"{format_duration(fixed.once())} fixed (start, planning, tables) and per run/job "
+        "start-ups measured here; "
         + (
-            f"the runs one at a time, then the evaluations longest first onto {workers} "
-            f"worker(s) sharing one card ({schedule.beside} beside the runs)"
+            f"runs one at a time, evaluations longest first onto {workers} workers sharing one "
+            f"card ({schedule.beside} beside the runs)"
             if schedule.shape == "one_card" and workers > 1
-            else f"the runs (longest first), then the evaluations onto {workers} worker(s)"
+            else f"runs longest first, then evaluations, onto {workers} worker(s)"
         )
     )
-    serial = sum(costs["mid"][0]) + sum(costs["mid"][1])
-    walls = {key: makespan(*costs[key], workers, schedule) for key in costs}
+    serial = sum(costs["mid"][0]) + sum(costs["mid"][1]) + fixed.once()
+    walls = {key: makespan(*costs[key], workers, schedule) + fixed.once() for key in costs}
+    todo = [u.label for u in runs]
     return StudyEstimate(
         rows,
         serial,
@@ -223,7 +361,16 @@ def estimate_study(
         load,
         str(study.device),
         notes,
+        fixed_s=fixed.total(todo, len(costs["mid"][1])),
+        slowdown=slowdown,
+        gpus=study.dist.world_size if torch.device(study.device).type == "cuda" else 0,
     )
+
+
+def job_startup(jobs: Iterable[JobTiming]) -> float:
+    """An evaluation's start-up: the least any timed task paid (the first paid first-use
+    imports too, which ``estimate_study`` charges once); 0 with none timed."""
+    return min((j.startup_s for j in jobs), default=0.0)
 
 
 def code_notes(study: Study, units: list[Unit]) -> tuple[list[Any], list[str]]:
@@ -303,9 +450,23 @@ def time_steps(study: Study, unit: RunUnit, windows: int = TIMED_WINDOWS) -> Ste
     ``Trainer.train_step`` in ``windows`` one-step windows after a warm-up step, in CPU time
     on a CPU device (``compute_clock``)."""
     windows = max(1, min(windows, unit.plan.total_steps - 1))  # never past the plan's end
+    started = time.perf_counter()
     with torch_threads(1), stepper(study, unit, compute_clock(study)) as step:
+        setup = time.perf_counter() - started
         times = [step() for _ in range(windows)]
-    return StepTiming(statistics.median(times), min(times), max(times))
+    return StepTiming(statistics.median(times), min(times), max(times), setup)
+
+
+def load_probe(study: Study, unit: RunUnit, threads: int) -> StepTiming:
+    """Seconds per step of ``unit`` at the worker's ``threads`` in WALL time, now: what the
+    machine's load (other processes on its cores) makes of a step, which CPU time hides. Also
+    the build's wall seconds once first-use imports are paid (``setup_s``)."""
+    windows = max(1, min(PROBE_WINDOWS, unit.plan.total_steps - 1))  # never past the plan's end
+    started = time.perf_counter()
+    with torch_threads(threads), stepper(study, unit) as step:
+        setup = time.perf_counter() - started
+        times = [step() for _ in range(windows)]
+    return StepTiming(statistics.median(times), min(times), max(times), setup)
 
 
 def thread_speedup(study: Study, unit: RunUnit, threads: int) -> float:
@@ -363,22 +524,24 @@ def stepper(
         yield step
 
 
-def time_job(study: Study, unit: Unit, job: EvaluationJob) -> float:
+def time_job(study: Study, unit: Unit, job: EvaluationJob) -> JobTiming:
     """Seconds one evaluation of ``job``'s task takes: the task's own estimate, on a freshly
     initialised encoder of the unit's backbone (what the weights are does not change the cost);
     a reference scorer, timed once. Called on one thread: on a CPU device the wall-time answer
     is scaled by the share of a core the timing got (CPU over wall time), so other processes'
-    load does not stretch it."""
+    load does not stretch it. Its start-up is the wall time beyond the task's own estimate (the
+    task, the encoder, the task's data), which the run pays per evaluation."""
     clock = compute_clock(study)
     wall, cpu = time.perf_counter(), clock()
     task = get_task(job.task)
     if job.reference is not None:
         task.evaluate_reference(job.reference, job.settings, job.seed, Path(job.tokenizer_dir))
-        return clock() - cpu
+        return JobTiming(clock() - cpu, time.perf_counter() - wall - (clock() - cpu))
     kept = LoadedKept(fresh_kept(unit.backbone), {}, prepared(unit).data.tokenizer_dir)
     seconds = task.estimate_seconds(kept, job.settings, study.device)
-    share = (clock() - cpu) / max(time.perf_counter() - wall, 1e-9)
-    return seconds * min(share, 1.0)
+    elapsed = max(time.perf_counter() - wall, 1e-9)
+    share = min((clock() - cpu) / elapsed, 1.0)
+    return JobTiming(seconds * share, max(elapsed - seconds, 0.0))
 
 
 def makespan(

@@ -34,6 +34,10 @@ from electra_ablate.study.context import Study
 from electra_ablate.study.records import FINETUNE_KEYS, record_problem, warn
 from electra_ablate.study.units import BASELINE_FRACTION, RunUnit, Unit
 
+REUSED_MESSAGE = "identical run reused from"
+"""The start of a reused run's message in its ``done.json`` (and ``runs.parquet``): a report
+counts reused runs by it."""
+
 NOT_REUSED = shutil.ignore_patterns(
     "states", "rebuild", "*.lock", "*.corrupt-*", "tracking.json"
 )  # what the other study's trackers were sent is that study's
@@ -78,7 +82,7 @@ def reuse_identical(study: Study, unit: Unit) -> str | None:
             shutil.copytree(found.root, tmp, dirs_exist_ok=True, ignore=NOT_REUSED)
             if isinstance(unit, RunUnit):
                 done = json.loads((tmp / "done.json").read_text())
-                done |= {"message": f"identical run reused from {study_dir.name}"}
+                done |= {"message": f"{REUSED_MESSAGE} {study_dir.name}"}
                 atomic_write_text(tmp / "done.json", json.dumps(done))
         return study_dir.name
     return None

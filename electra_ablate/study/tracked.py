@@ -14,9 +14,11 @@ and its evaluations (``track_unit`` after the unit's jobs, in the one process th
 them). The second catches the trackers up with everything of the unit on disk: curve rows and
 kept checkpoints they missed (a run reused from another study, trained before ``tracking`` was
 set, or while a tracker was down) and every finished evaluation, as
-``<family>/<task>/<metric>/seed<n>`` at its checkpoint's pre-training step. The unit's ledger
-(``infra.tracking.ledger``) says what each tracker already has, so a record read back again by
-every ``ablate run`` is sent once, and a unit that is up to date opens no tracker at all.
+``<family>/<task>/<metric>/seed<n>`` at its checkpoint's pre-training step and FLOPs (the
+paper's convention, ``metrics_log.TRACKED_FLOPS``: the axis at which two objectives line up).
+The unit's ledger (``infra.tracking.ledger``) says what each tracker already has, so a record
+read back again by every ``ablate run`` is sent once, and a unit that is up to date opens no
+tracker at all.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from electra_ablate.infra.identity import config_hash
 from electra_ablate.infra.layout import KEPT_META
 from electra_ablate.infra.tracking import Ledger, TrackedUnit, Tracking
 from electra_ablate.pretraining.engine.metrics_log import (
+    TRACKED_FLOPS,
     kept_event_item,
     logged_rows,
     tracked_metrics,
@@ -65,7 +68,12 @@ def tracked_unit(study: Study, unit: Unit) -> TrackedUnit:
         "deviations": deviations(spec),
     }
     return TrackedUnit(
-        tracker_key(study, unit), study.spec.name, unit.label, config, unit.layout.root
+        tracker_key(study, unit),
+        study.spec.name,
+        unit.label,
+        config,
+        unit.layout.root,
+        study.layout.root,
     )
 
 
@@ -88,17 +96,21 @@ def track_unit(study: Study, unit: Unit, records: Iterable[dict[str, Any]]) -> N
     with tracking, tracking.catching_up():
         if isinstance(unit, RunUnit):
             for row in logged_rows(unit.layout.metrics):
-                tracking.curve(str(row.get("split", "train")), row["step"], tracked_metrics(row))
+                split = str(row.get("split", "train"))
+                flops = row.get(TRACKED_FLOPS)
+                tracking.curve(split, row["step"], tracked_metrics(row), flops)
             for fraction, _ in unit.plan.checkpoints:
                 meta, _ = record_problem(unit.layout.kept(fraction) / KEPT_META, ("step",))
                 if meta is not None and isinstance(meta["step"], int):  # integrity sees damage
                     flops = {k: meta[k] for k in ("flops_paper", "flops_standard") if k in meta}
                     data = {"fraction": fraction, "step": meta["step"], **flops}
-                    tracking.event(kept_event_item(fraction), "kept", meta["step"], data)
+                    item, step = kept_event_item(fraction), meta["step"]
+                    tracking.event(item, "kept", step, data, meta.get(TRACKED_FLOPS))
         for record in records:
             if record.get("status") == "done" and isinstance(record.get("step"), int):
                 item = f"job:{record['job_id']}"
-                tracking.record(item, record["step"], evaluation_metrics(record))
+                flops = record.get(TRACKED_FLOPS)
+                tracking.record(item, record["step"], evaluation_metrics(record), flops)
 
 
 def evaluation_metrics(record: dict[str, Any]) -> dict[str, float]:

@@ -69,3 +69,36 @@ def test_a_per_run_warm_up_and_a_shorter_horizon_are_departures_of_the_schedule(
         "learning-rate schedule, paper shape: warm-up 10,000 steps, linear decay from step 0 to "
         "zero at step 100,000"
     )
+
+
+def test_a_variant_of_the_papers_setting_is_a_departure_of_its_label():
+    """Issue 69: a mask rate or tying set away from the paper's is a row of the header's
+    deviations, named by label; the defaults are none."""
+    found = deviations(
+        {
+            "pretrain": ORIGINAL,
+            "objectives": [
+                {"name": "electra", "label": "e25", "params": {"mask_rate": 0.25}},
+                {"name": "electra", "label": "untied", "params": {"tying": "none"}},
+                {"name": "bert_mlm", "label": "paper"},
+            ],
+        }
+    )
+    assert "`e25`: mask_rate 0.25 (the paper: 0.15)" in found
+    assert "`untied`: tying none (the paper: embeddings)" in found
+    assert not any(d.startswith("`paper`") for d in found)
+
+
+def test_a_departure_shared_by_labels_is_said_once_naming_them():
+    """Issue 69: a report's Deviations row named one departure once per label."""
+    found = deviations(
+        {
+            "objectives": [
+                {"name": "electra", "label": "e1"},
+                {"name": "electra", "label": "e2", "params": {"mask_rate": 0.25}},
+            ]
+        }
+    )
+    generator = [d for d in found if "[MASK] at every selected slot" in d]
+    assert len(generator) == 1 and generator[0].startswith("`e1`, `e2`: the generator reads")
+    assert "`e2`: mask_rate 0.25 (the paper: 0.15)" in found

@@ -339,3 +339,22 @@ def test_figure_only_claims_state_the_detectable_difference():
             assert v.plan is None
             assert v.power.startswith("the paper's gap is not stated: figure only; these 1 × 3")
             assert v.power.endswith("(fine-tuning noise only: one pre-training seed)")
+
+
+def test_a_difference_that_never_varies_states_no_detectable_difference():
+    # every model at one score (each predicting one class): no spread to size anything from
+    rows = [
+        {"label": label, "pretrain_seed": 0, "finetune_seed": f, "task": task, "value": 68.4}
+        for label in GENERATOR_SIZE_STUDY
+        for f in range(3)
+        for task in TASKS[:5]
+    ]
+    unresolved = [
+        v
+        for v in paper.evaluate_claims(pl.DataFrame(rows), GENERATOR_SIZE_STUDY)
+        if v.verdict == stats.UNRESOLVED
+    ]
+    assert unresolved
+    for v in unresolved:
+        assert v.plan is None or v.plan.variance_unknown
+        assert "its variance is unknown (not zero)" in v.power and "0.00" not in v.power

@@ -396,10 +396,31 @@ def test_plan_with_unmeasured_pretraining_variance_counts_finetuning_noise_only(
     assert {o.n_pretrain for o in plan.options} == {1}
     assert plan.finetune_noise_only and "fine-tuning noise only" in plan.describe()
     measured = stats.seed_plan(components(), 1.0)
-    assert min(o.n_pretrain for o in measured.options) == 2
+    assert min(o.n_pretrain for o in measured.options) == 3  # the seeds run, never 1
 
 
 def test_detectable_difference_shrinks_with_seeds():
     c = components()
     assert stats.detectable_difference(c, 10, 3) < stats.detectable_difference(c, 3, 3)
     assert stats.detectable_difference(c, 3, 3) > stats.expected_half_width(c, 3, 3)
+
+
+def test_a_plan_never_recommends_fewer_seeds_than_were_run():
+    # issue 69: a study of 1 × 5 seeds was advised 1 × 2, fewer than it had already run
+    quiet = stats.VarianceComponents(None, 0.5, 1, 5, "one pre-training seed")
+    plan = stats.seed_plan(quiet, 2.8)
+    assert plan.options and all(o.n_finetune >= 5 for o in plan.options)
+    assert plan.cheapest is not None and plan.cheapest.n_finetune >= 5
+    measured = stats.seed_plan(stats.VarianceComponents(0.2, 0.5, 4, 3, "measured"), 2.8)
+    assert all(o.n_pretrain >= 4 and o.n_finetune >= 3 for o in measured.options)
+    assert measured.cheapest is not None
+
+
+def test_a_zero_variance_is_unknown_and_plans_nothing():
+    # every model predicted the majority class: every score the same, so no spread measured
+    flat = stats.VarianceComponents(None, 0.0, 1, 2, "measured on paired differences")
+    plan = stats.seed_plan(flat, 2.8)
+    assert plan.variance_unknown and plan.cheapest is None and plan.options == ()
+    text = plan.describe()
+    assert "variance is unknown" in text and "0.00" not in text and "needs" not in text
+    assert not stats.seed_plan(components(), 2.8).variance_unknown

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -13,7 +14,9 @@ from electra_ablate.cli import run_cli
 from electra_ablate.infra.errors import SpecError
 from electra_ablate.spec import load_spec
 
-STUDIES = Path(__file__).resolve().parents[2] / "studies"
+ROOT = Path(__file__).resolve().parents[2]
+STUDIES = ROOT / "studies"
+SPEC_KEYS = ("name:", "data:", "budget:", "objectives:")  # what makes a docs block a whole spec
 VALID = """
 name: t
 data:
@@ -63,6 +66,38 @@ def test_shipped_studies_validate_for_another_machine(spec, capsys, monkeypatch)
     assert code == 0, capsys.readouterr().err
     assert run_cli(["validate", str(STUDIES / spec)]) == 2
     assert "/elsewhere" in capsys.readouterr().err
+
+
+def docs_specs() -> list[tuple[str, str]]:
+    """Every YAML block in the docs that is a whole spec (it has each of ``SPEC_KEYS`` at its
+    top level): the page and the block's text."""
+    found = []
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), flags=re.S):
+            top = {line.split(" ")[0] for line in block.splitlines() if line[:1].isalpha()}
+            if all(key in top for key in SPEC_KEYS):
+                found.append((page.name, block))
+    return found
+
+
+def test_the_docs_hold_whole_specs():
+    # Guards the parametrisation below from silently testing nothing.
+    assert "specs.md" in {page for page, _ in DOCS_SPECS}
+
+
+DOCS_SPECS = docs_specs()
+
+
+@pytest.mark.parametrize(
+    "page, block", DOCS_SPECS, ids=[f"{page}-{i}" for i, (page, _) in enumerate(DOCS_SPECS)]
+)
+def test_every_whole_spec_in_the_docs_validates(
+    page, block, tmp_path, capsys, monkeypatch, shared_data
+):
+    # The first spec a newcomer copies must run as written (with the data this machine has).
+    monkeypatch.setenv("ABLATE_DATA_DIR", str(shared_data))
+    code = run_cli(["validate", str(write(tmp_path, block))])
+    assert code == 0, f"{page}: {capsys.readouterr().err}"
 
 
 def test_env_vars_expand_in_paths(tmp_path, monkeypatch):
@@ -175,3 +210,11 @@ def test_the_docs_list_every_spec_key_with_its_default(capsys):
     missing = [path for path, *_ in reference_rows() if f"| {path} |" not in page]
     assert not missing, f"docs/spec-reference.md lacks {missing}"
     assert table in page, "docs/spec-reference.md is out of step: paste `ablate schema --markdown`"
+
+
+def test_steps_of_given_an_objective_name_names_its_label(tmp_path):
+    # docs/specs.md once said `steps_of: electra` where the label was ELECTRA.
+    text = VALID.replace("{name: electra}", "{name: electra, label: ELECTRA}")
+    text = text.replace("budget: {steps: 10}", "budget: {steps: 10, steps_of: electra}")
+    with pytest.raises(SpecError, match="'electra' is the name of 'ELECTRA'"):
+        load_spec(write(tmp_path, text), check_data=False)

@@ -288,6 +288,9 @@ def test_dry_run_prints_every_unit_and_an_estimate_and_trains_nothing(data_env, 
     assert "no pre-training" in result.stdout
     assert "still to do: about" in result.stdout and "with --workers 2" in result.stdout
     assert not (out / "pretrain").exists() and not (out / "finetune").exists()
+    # the pre-flight check (study.preflight): rte's 128 examples × 1 epoch, one line on stderr
+    (preflight,) = [x for x in result.stderr.splitlines() if x.startswith("warning: rte: ")]
+    assert "raise finetune.caps.rte or finetune.recipe.task_epochs.rte" in preflight
 
 
 def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_env, tmp_path):

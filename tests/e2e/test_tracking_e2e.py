@@ -233,7 +233,9 @@ def tracked(smoke_env, tmp_path_factory) -> Tracked:
         assert proc.wait(timeout=120) == 130, (root / "int.err").read_text()
     resumed = ablate(*args, env=env)
     assert resumed.returncode == 0, resumed.stderr
-    assert resumed.stderr == "", resumed.stderr  # no tracker library talks on the terminal
+    # no tracker library talks on the terminal: the pre-flight line on rte's 32 examples alone
+    (preflight,) = resumed.stderr.splitlines()
+    assert preflight.startswith("warning: rte: 32 training examples × 1 epoch"), resumed.stderr
     trained = ("steps): running", "steps): resuming from step")  # from a state, if one landed
     assert any(t in resumed.stdout for t in trained), resumed.stdout  # pre-training went on
     ids = set(wandb_runs(root / "wandb"))
@@ -300,6 +302,9 @@ def test_wandb_has_one_run_id_per_unit_grouped_by_the_study(tracked):
             assert run.config["identity"]["objective"] == "bert_mlm"
             folder = unit_folder(tracked, unit["run_id"])
             assert sorted(curve(run.history, "train/loss")) == jsonl_curve(folder, "train", "loss")
+            rows = [r for r in run.history if "train/loss" in r]
+            flops = [(r["pretrain_step"], r["pretrain_flops"]) for r in rows]
+            assert sorted(flops) == jsonl_curve(folder, "train", "flops_paper")  # the FLOPs axis
 
 
 @needs_trackers
@@ -313,6 +318,8 @@ def test_tensorboard_has_the_curves_in_each_units_folder(tracked):
     expected = jsonl_curve(folder, "train", "loss")
     assert [s for s, _ in logged] == [s for s, _ in expected]
     assert [v for _, v in logged] == pytest.approx([v for _, v in expected])
+    flops = jsonl_curve(folder, "train", "flops_paper")  # the same curve by FLOPs
+    assert [e.step for e in board.Scalars("by_flops/train/loss")] == [round(f) for _, f in flops]
 
 
 @needs_trackers

@@ -688,7 +688,7 @@ def test_with_one_model_per_label_the_report_says_there_is_no_interval(tmp_path)
     assert "GLUE (paper)" not in table_row(text, "Rank | Label")
     assert "With one model per label the paper's aggregation gives the same GLUE." in text
     assert table_row(text, "1 | ELECTRA").startswith(
-        "| 1 | ELECTRA | `electra` | 79.0 | 1 × 1 | +18.0 |"
+        "| 1 | ELECTRA | `electra` | 79.0 | +18.0 |"  # no seeds column: one model each
     )
     summary = pl.read_csv(tmp_path / "one" / "report" / "summary.csv")
     assert summary["n_finetune"].unique().to_list() == [1]
@@ -701,8 +701,11 @@ def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(tex
     # every label runs its objective's defaults; the paired differences are exact
     assert (
         "| ELECTRA 85.0 > All-Tokens MLM 84.3 | 85.0 vs 84.3 (+0.70) | ELECTRA − All-tokens "
-        "| +5.00 [+5.0, +5.0] | 1 × 3, paired | **supported** (fine-tuning noise only) |"
+        "| +5.00 [+5.0, +5.0] | **supported** (fine-tuning noise only) |"
     ) in section
+    # the seeds are those of every claim: said once under the table, not in a column
+    assert "| Seeds, draw |" not in section
+    assert "Every claim above — Seeds, draw: 1 × 3, paired." in section
     assert "| ELECTRA 85.0 > BERT 82.2 | 85.0 vs 82.2 (+2.80) | ELECTRA − BERT |" in section
     assert "Replace MLM" not in section.split("|---|")[1]  # its run never reached the end
     assert "Seeds that would resolve" not in section  # nothing unresolved here
@@ -710,7 +713,8 @@ def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(tex
 
 def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(tmp_path):
     text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
-    assert "| ELECTRA − BERT | +6.00 | 1 × 1, paired | **unresolved at this power** |" in text
+    assert "| ELECTRA − BERT | +6.00 | **unresolved at this power** |" in text
+    assert "Every claim above — Seeds, draw: 1 × 1, paired." in text
     command = (
         "`ablate run studies/synthetic.yaml --dry-run --set "
         "'pretrain.seeds=[0, 1, 2]' --set 'finetune.seeds=[0, 1, 2]'`"

@@ -58,7 +58,7 @@ MERGED_FROM = [
 
 def header_lines(text: str) -> dict[str, str]:
     """The header table's rows, by their first cell."""
-    table = text.split("\n\n## ", 1)[0]
+    table = text.split("## Provenance", 1)[-1].split("\n\n## ", 1)[0]
     rows = [line.split(" | ", 1) for line in table.splitlines() if line.startswith("| ")]
     return {row[0][2:]: row[1].removesuffix(" |") for row in rows if len(row) == 2}
 
@@ -70,6 +70,17 @@ def merged(tmp_path_factory) -> dict[str, str]:
     study |= FIRST | {"merged_from": MERGED_FROM}  # as merge writes it: the first source's
     (directory / "study.json").write_text(json.dumps(study))
     return header_lines(write_report(directory).read_text(encoding="utf-8"))
+
+
+def test_the_first_screen_gives_no_wall_time_for_a_merge(tmp_path):
+    directory = make_study_dir(tmp_path / "synthetic")
+    study = json.loads((directory / "study.json").read_text())
+    study |= FIRST | {"merged_from": MERGED_FROM}
+    (directory / "study.json").write_text(json.dumps(study))
+    text = write_report(directory).read_text(encoding="utf-8")
+    lead = text.split("## Provenance", 1)[0]
+    assert "merged from 3 sources (each one's wall time: Provenance)" in lead
+    assert "wall time 2 h" not in lead
 
 
 def test_no_source_is_presented_as_the_whole_study(merged):

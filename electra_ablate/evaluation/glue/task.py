@@ -23,6 +23,7 @@ from electra_ablate.evaluation.glue.data import (
     glue_task_fingerprint,
     locate_glue_task,
 )
+from electra_ablate.evaluation.glue.floors import MAJORITY_FLOORS
 from electra_ablate.evaluation.glue.published import TABLE5_GLUE, TABLE5_NAMES, TABLE5_SOURCE
 from electra_ablate.evaluation.task import Task, TaskFamily, TaskSettings
 from electra_ablate.infra.errors import InputError
@@ -55,6 +56,7 @@ class GlueFamily(TaskFamily):
         "The paper's numbers come from base-size models pre-trained to convergence: compare "
         "the ordering, not the absolute values."
     )
+    majority_floors = MAJORITY_FLOORS
 
     def tasks(self) -> Sequence[GlueTask]:
         return list(GLUE_TASKS.values())

@@ -17,10 +17,17 @@ logs its rows into them.
 
 from electra_ablate.infra.tracking.fanout import Tracking
 from electra_ablate.infra.tracking.ledger import Ledger
-from electra_ablate.infra.tracking.protocol import STEP_KEY, TrackedUnit, Tracker, TrackerRun
+from electra_ablate.infra.tracking.protocol import (
+    FLOPS_KEY,
+    STEP_KEY,
+    TrackedUnit,
+    Tracker,
+    TrackerRun,
+)
 from electra_ablate.infra.tracking.registry import GROUP, available_trackers, tracker_problem
 
 __all__ = [
+    "FLOPS_KEY",
     "GROUP",
     "STEP_KEY",
     "Ledger",

@@ -1,6 +1,7 @@
 """One unit's trackers behind one fail-safe face: what the engine and the study call.
 
-``Tracking`` sends each curve row, evaluation and event to every tracker the spec names that
+``Tracking`` sends each curve row, evaluation and event, with the pre-training FLOPs it was
+measured at (``FLOPS_KEY``: the axis objectives compare at), to every tracker the spec names that
 has not had it yet (the unit's ``Ledger``), opening a tracker's run only when it first has
 something to send: a unit whose trackers are up to date costs no connection at all (a W&B run
 takes about a second to open).
@@ -23,6 +24,7 @@ notebook, a script). Where it is not (under ``ablate``; in a worker, which ignor
 from __future__ import annotations
 
 import contextlib
+import math
 import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
@@ -30,7 +32,12 @@ from typing import Any, TypeVar
 from electra_ablate.infra.layout import RunLayout
 from electra_ablate.infra.progress import append_to_log, warn
 from electra_ablate.infra.tracking.ledger import Ledger
-from electra_ablate.infra.tracking.protocol import TrackedUnit, TrackerProblem, TrackerRun
+from electra_ablate.infra.tracking.protocol import (
+    FLOPS_KEY,
+    TrackedUnit,
+    TrackerProblem,
+    TrackerRun,
+)
 from electra_ablate.infra.tracking.registry import open_tracker
 
 T = TypeVar("T")
@@ -71,29 +78,39 @@ class Tracking:
         return [name for name in self.names if name not in _OFF]
 
     # ------------------------------------------------------------------ what is sent
-    def curve(self, curve: str, step: int, metrics: Mapping[str, float]) -> None:
+    def curve(
+        self, curve: str, step: int, metrics: Mapping[str, float], flops: float | None = None
+    ) -> None:
         """A row of curve ``curve`` (a ``metrics.jsonl`` split), each metric as
-        ``<curve>/<name>``, to each tracker whose last row of it is older."""
-        named = {f"{curve}/{key}": value for key, value in metrics.items()}
+        ``<curve>/<name>``, with the step's pre-training ``flops`` as ``FLOPS_KEY``, to each
+        tracker whose last row of it is older."""
+        named = with_flops({f"{curve}/{key}": value for key, value in metrics.items()}, flops)
         self._send(
             [name for name in self.active if self.ledger.sent_step(name, curve) < step],
             lambda run: run.log(named, step),
             lambda name: self.ledger.note_step(name, curve, step),
         )
 
-    def record(self, item: str, step: int, metrics: Mapping[str, float]) -> None:
-        """Metrics sent once per tracker under ``item`` (an evaluation: its job id)."""
+    def record(
+        self, item: str, step: int, metrics: Mapping[str, float], flops: float | None = None
+    ) -> None:
+        """Metrics sent once per tracker under ``item`` (an evaluation: its job id), at the
+        step and pre-training ``flops`` of what they measured (its checkpoint's)."""
+        named = with_flops(metrics, flops)
         self._send(
             [name for name in self.active if not self.ledger.has(name, item)],
-            lambda run: run.log(dict(metrics), step),
+            lambda run: run.log(named, step),
             lambda name: self.ledger.note_item(name, item),
         )
 
-    def event(self, item: str, name: str, step: int, data: Mapping[str, Any]) -> None:
-        """Event ``name`` at ``step``, sent once per tracker under ``item``."""
+    def event(
+        self, item: str, name: str, step: int, data: Mapping[str, Any], flops: float | None = None
+    ) -> None:
+        """Event ``name`` at ``step`` (and ``flops``), sent once per tracker under ``item``."""
+        named = with_flops(data, flops)
         self._send(
             [tracker for tracker in self.active if not self.ledger.has(tracker, item)],
-            lambda run: run.event(name, step, dict(data)),
+            lambda run: run.event(name, step, named),
             lambda tracker: self.ledger.note_item(tracker, item),
         )
 
@@ -186,6 +203,15 @@ class Tracking:
         warn(line)
         with contextlib.suppress(OSError):  # the line is on stderr; the unit's log is a copy
             append_to_log(RunLayout(self.unit.folder).warnings_log, "tracking", [line])
+
+
+def with_flops(metrics: Mapping[str, Any], flops: float | None) -> dict[str, Any]:
+    """``metrics`` with the pre-training FLOPs they were measured at as ``FLOPS_KEY`` (the
+    x-axis at which objectives compare), when known and finite."""
+    known = isinstance(flops, (int, float)) and not isinstance(flops, bool)
+    if not known or not math.isfinite(flops):  # type: ignore[arg-type]
+        return dict(metrics)
+    return {**metrics, FLOPS_KEY: float(flops)}  # type: ignore[arg-type]
 
 
 def ctrl_c_raises_keyboard_interrupt() -> bool:

@@ -8,9 +8,14 @@ is set: naming one is asking for it, so it is set for this process. Unless set, 
 cut to ``HTTP_RETRIES`` and a request's timeout to ``HTTP_TIMEOUT_S``: a server that is down
 costs a run seconds before the tracker turns itself off, not MLflow's minutes of back-off.
 
-A logged row is one ``log_batch`` call. The configuration becomes the run's params (flattened
-to dotted keys) when the run is created; a resumed run gets only keys it lacks, since MLflow
-refuses to change a param.
+A logged row is one ``log_batch`` call. It holds each metric twice: as itself at the
+pre-training step, and under ``by_flops/`` at the pre-training FLOPs (the paper's convention,
+rounded to an integer: MLflow's step is one), so that two objectives, whose steps cost
+differently, line up at equal compute on the UI's step axis; ``pretrain_flops`` itself is a
+metric at the step too (for a chart whose x-axis is set to a metric).
+
+The configuration becomes the run's params (flattened to dotted keys) when the run is created; a
+resumed run gets only keys it lacks, since MLflow refuses to change a param.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 from urllib.parse import urlparse
 
-from electra_ablate.infra.tracking.protocol import TrackedUnit, event_metrics
+from electra_ablate.infra.tracking.protocol import TrackedUnit, by_flops, event_metrics
 
 KEY_TAG = "electra-ablate.key"
 NOT_IN_A_NAME = re.compile(r"[^/\w.\- :]")  # what MLflow refuses in a param's or metric's name
@@ -114,6 +119,10 @@ class MLflowRun:
 
         now = int(time.time() * 1000)
         batch = [Metric(mlflow_name(key), value, now, step) for key, value in metrics.items()]
+        series = by_flops(metrics)
+        if series is not None:
+            named, flops = series
+            batch += [Metric(mlflow_name(key), value, now, flops) for key, value in named.items()]
         for start in range(0, len(batch), METRICS_PER_BATCH):
             self.client.log_batch(self.run_id, metrics=batch[start : start + METRICS_PER_BATCH])
 

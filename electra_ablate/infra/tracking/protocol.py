@@ -14,15 +14,33 @@ tracked.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 STEP_KEY = "pretrain_step"
-"""The x-axis every tracker plots against: the pre-training step of a curve's row, or of the
+"""One x-axis every tracker plots against: the pre-training step of a curve's row, or of the
 checkpoint an evaluation scored (0 for the baseline and the reference scorers), as the tables'
 ``pretrain_step`` column."""
+
+FLOPS_KEY = "pretrain_flops"
+"""The other x-axis, the one the study compares at: the pre-training FLOPs (the paper's
+convention, the tables' ``flops_paper``) of a row's step or of an evaluation's checkpoint. Steps
+do not line up across objectives (an ELECTRA step costs more than a BERT step, so at one budget
+BERT takes more of them); FLOPs do. The fan-out puts it among a run's metrics and an event's
+data wherever it is known; each built-in tracker plots against it (W&B as the step metric,
+TensorBoard and MLflow as the ``BY_FLOPS`` series), and a third party's gets it as one more
+metric."""
+
+BY_FLOPS = "by_flops/"
+"""The prefix of the series TensorBoard and MLflow index by FLOPs (their step is an integer):
+``by_flops/train/loss`` is ``train/loss`` with the FLOPs as its step."""
+
+MAX_STEP = 2**63 - 1
+"""The largest step TensorBoard and MLflow store (a 64-bit integer): 9.2e18 FLOPs, 6.6 times
+ELECTRA-Small's whole pre-training (1.4e18)."""
 
 
 class TrackerProblem(Exception):  # noqa: N818 - a tracker's account, said as it is
@@ -45,13 +63,17 @@ class TrackedUnit:
     label: str
     config: Mapping[str, Any]
     folder: Path
+    study_folder: Path | None = None
+    """The study's own folder, where a tracker keeps what is not one unit's (W&B's runs); None:
+    the working folder."""
 
 
 @runtime_checkable
 class TrackerRun(Protocol):
     """One unit's run in one tracker. Metrics are ``name -> number`` at a pre-training step
-    (``STEP_KEY``); an event is something that happened at a step (``kept``, with the budget
-    fraction and the FLOPs) under a name."""
+    (``STEP_KEY``), with the step's FLOPs among them as ``FLOPS_KEY`` where known; an event is
+    something that happened at a step (``kept``, with the budget fraction and the FLOPs) under a
+    name, its data holding ``FLOPS_KEY`` too."""
 
     def log(self, metrics: Mapping[str, float], step: int) -> None: ...
 
@@ -75,8 +97,25 @@ class Tracker(Protocol):
 
 def event_metrics(name: str, data: Mapping[str, Any]) -> dict[str, float]:
     """An event as metrics, for a tracker that plots events as curves (every built-in one):
-    each number of ``data`` as ``<name>/<key>``."""
-    return {f"{name}/{key}": value for key, value in numeric(data).items()}
+    each number of ``data`` as ``<name>/<key>``, but ``FLOPS_KEY`` as it is (the x-axis)."""
+    return {
+        key if key == FLOPS_KEY else f"{name}/{key}": value for key, value in numeric(data).items()
+    }
+
+
+def by_flops(metrics: Mapping[str, float]) -> tuple[dict[str, float], int] | None:
+    """``metrics`` as the FLOPs-indexed series of a tracker whose step is an integer
+    (TensorBoard, MLflow): each but ``FLOPS_KEY`` under ``BY_FLOPS``, and the FLOPs rounded to
+    the integer step they are logged at; None when ``metrics`` carry no FLOPs. FLOPs past
+    ``MAX_STEP`` raise a ``TrackerProblem``: a tracker's failure (one warning line), never a
+    point quietly moved."""
+    flops = metrics.get(FLOPS_KEY)
+    if flops is None or not math.isfinite(flops):
+        return None
+    step = round(flops)
+    if not 0 <= step <= MAX_STEP:
+        raise TrackerProblem(f"{flops:.3g} FLOPs is past the largest step it stores ({MAX_STEP})")
+    return {BY_FLOPS + key: value for key, value in metrics.items() if key != FLOPS_KEY}, step
 
 
 def numeric(data: Mapping[str, Any]) -> dict[str, float]:

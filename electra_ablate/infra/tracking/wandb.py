@@ -4,23 +4,29 @@
 The run's id is the unit's tracker key (a hash of the study's name and the unit's id) and it is
 opened with ``resume="allow"``: a resumed pre-training run and the unit's later evaluations
 continue the same W&B run, and an identical unit reused into another study gets its own.
-Everything is plotted against ``pretrain_step`` (``define_metric``), not W&B's own step counter,
-which only grows: evaluations logged after pre-training land at their checkpoint's step, and
-the unit's ledger keeps a row from being logged twice.
+Everything is plotted against the pre-training FLOPs (``pretrain_flops``, the paper's
+convention: ``define_metric`` makes it every metric's step metric), so that two objectives,
+whose steps cost differently, line up at equal compute; ``pretrain_step`` is in every row too,
+for a panel whose x-axis is set to it. Neither is W&B's own step counter, which only grows:
+evaluations logged after pre-training land at their checkpoint's FLOPs and step, and the unit's
+ledger keeps a row from being logged twice.
 
 W&B sends in the background, so logging never waits for the network; opening a run does. Online
 without a network ``wandb.init`` would wait 90 s before failing, so it is given
 ``INIT_TIMEOUT_S`` (the tracker then warns and turns itself off). The library's console output
 is silenced (``WANDB_SILENT`` unless set, ``console="off"``): the terminal stays the study's.
 
-``WANDB_MODE=offline`` (or ``wandb offline``) keeps runs in ``$WANDB_DIR/wandb`` (the working
-folder's without it) for ``wandb sync``. A folder W&B cannot write, it replaces with the
-system's temporary one, where nobody syncs from, and says so only in a warning that the silence
-above swallows: so an offline run's folder is checked (created, a file written in it) before
-the run opens, and where the run went is checked once it has. If it is not where it was asked,
-opening fails with a ``TrackerProblem`` that names the folder: the fan-out says so in one line,
-and the ledger marks nothing sent to W&B, so a later run with the folder writable catches it
-up. Online, W&B's own copy in the temporary folder costs nothing: the server has the run.
+W&B keeps its files (an offline run whole, for ``wandb sync``) in ``<folder>/wandb``, the folder
+being ``$WANDB_DIR`` where set, else the study's own folder: a study's runs stay with it, not in
+whichever folder ``ablate`` was started from (``wandb`` itself would take the working folder).
+``WANDB_MODE=offline`` (or ``wandb offline``) keeps them there only.
+A folder W&B cannot write, it replaces with the system's temporary one, where nobody syncs from,
+and says so only in a warning that the silence above swallows: so an offline run's folder is
+checked (created, a file written in it) before the run opens, and where the run went is checked
+once it has. If it is not where it was asked, opening fails with a ``TrackerProblem`` that names
+the folder: the fan-out says so in one line, and the ledger marks nothing sent to W&B, so a
+later run with the folder writable catches it up. Online, W&B's own copy in the temporary folder
+costs nothing: the server has the run.
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from electra_ablate.infra.tracking.protocol import (
+    FLOPS_KEY,
     STEP_KEY,
     TrackedUnit,
     TrackerProblem,
@@ -56,7 +63,7 @@ class WandB:
         os.environ.setdefault("WANDB_SILENT", "true")
         import wandb
 
-        asked = Path(os.environ.get("WANDB_DIR") or os.getcwd())  # as W&B reads it
+        asked = wandb_folder(unit)
         if os.environ.get("WANDB_MODE") in OFFLINE_MODES:
             problem = cannot_write(asked)
             if problem is not None:
@@ -84,8 +91,15 @@ class WandB:
         # deviations) must not make W&B refuse it
         run.config.update(dict(unit.config), allow_val_change=True)
         run.define_metric(STEP_KEY)
-        run.define_metric("*", step_metric=STEP_KEY)
+        run.define_metric(FLOPS_KEY)
+        run.define_metric("*", step_metric=FLOPS_KEY)
         return WandBRun(run)
+
+
+def wandb_folder(unit: TrackedUnit) -> Path:
+    """Where W&B is to keep its files (in a ``wandb`` folder inside): ``$WANDB_DIR`` where set,
+    else the study's folder, else the working folder (as W&B would)."""
+    return Path(os.environ.get("WANDB_DIR") or unit.study_folder or os.getcwd())
 
 
 def cannot_write(folder: Path) -> str | None:

@@ -44,6 +44,7 @@ class GeneratorParams(ObjectiveParams):
     generator_size: float = Field(0.25, gt=0.0, le=1.0, description="generator width / main width")
     tying: Tying = Field(
         "embeddings",
+        json_schema_extra={"paper": "embeddings"},  # §3.2: tied token embeddings
         description="what G shares with the main model: none; embeddings (token, position, "
         "type tables and their LayerNorm); all (one encoder); gdes (DeBERTa-v3's "
         "gradient-disentangled sharing: G trains the tables, the main model reads them "

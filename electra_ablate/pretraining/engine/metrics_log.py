@@ -2,8 +2,9 @@
 trackers of the spec's ``tracking`` when the study hands the run some (``infra.tracking``), so
 curves can be compared live; and whether a ``metrics.jsonl`` on disk can be trusted.
 
-A tracker gets each row as ``<split>/<metric>`` at the row's step (every number but the step and
-the stage), and each kept checkpoint as a ``kept`` event, through the fail-safe ``Tracking``:
+A tracker gets each row as ``<split>/<metric>`` at the row's step and FLOPs (every number but
+the step and the stage; the FLOPs in the paper's convention, ``TRACKED_FLOPS``), and each kept
+checkpoint as a ``kept`` event, through the fail-safe ``Tracking``:
 nothing a tracker does reaches the run.
 """
 
@@ -21,6 +22,11 @@ from electra_ablate.infra.tracking.protocol import numeric
 
 NOT_TRACKED = ("step", "stage")
 """Columns of a row that are no curve: its x-axis and its stage number."""
+
+TRACKED_FLOPS = "flops_paper"
+"""The column of a row (and of a kept checkpoint's or an evaluation's record) that trackers get
+as the FLOPs axis (``FLOPS_KEY``): the paper's convention, the one the study's budget and its
+tables compare at."""
 
 
 def tracked_metrics(row: Mapping[str, Any]) -> dict[str, float]:
@@ -63,13 +69,16 @@ class MetricsLog:
             f.write(json.dumps(clean) + "\n")
         if self.tracking is not None:
             split = row.get("split", "train")
-            self.tracking.curve(split, row["step"], tracked_metrics(clean))
+            self.tracking.curve(
+                split, row["step"], tracked_metrics(clean), clean.get(TRACKED_FLOPS)
+            )
 
     def kept(self, fraction: float, step: int, meta: Mapping[str, Any]) -> None:
         """A kept checkpoint, as an event for the trackers (its fraction, step and FLOPs)."""
         if self.tracking is not None:
             data = {"fraction": fraction, **numeric(meta)}
-            self.tracking.event(kept_event_item(fraction), "kept", step, data)
+            flops = data.get(TRACKED_FLOPS)
+            self.tracking.event(kept_event_item(fraction), "kept", step, data, flops)
 
     def truncate(self, step: int) -> None:
         """Drop rows logged after ``step`` (by a run killed before its next state was saved)."""

@@ -20,7 +20,7 @@ from engine_helpers import make_trainer
 
 from electra_ablate.cli import signals_unwind
 from electra_ablate.infra.errors import Interrupted
-from electra_ablate.infra.tracking import Ledger, TrackedUnit, Tracking
+from electra_ablate.infra.tracking import FLOPS_KEY, Ledger, TrackedUnit, Tracking
 from electra_ablate.infra.tracking import fanout as fanout_module
 from electra_ablate.infra.tracking.fanout import turn_on_again, turned_off
 from electra_ablate.pretraining.engine.metrics_log import logged_rows, tracked_metrics
@@ -90,7 +90,7 @@ def sent_rows(calls) -> list[tuple[str, int]]:
     return [
         (next(iter(metrics)).split("/")[0], step)
         for kind, metrics, step in calls
-        if kind == "log" and "loss" in {k.split("/", 1)[1] for k in metrics}
+        if kind == "log" and "loss" in {k.split("/", 1)[-1] for k in metrics}
     ]
 
 
@@ -102,7 +102,8 @@ def test_every_row_and_kept_checkpoint_reaches_a_tracker_once(tmp_path, recorder
     rows = list(logged_rows(tmp_path / "metrics.jsonl"))
     assert sent_rows(recorder.calls) == [(row["split"], row["step"]) for row in rows]
     first = next(metrics for kind, metrics, _ in recorder.calls if kind == "log")
-    assert first == {f"train/{k}": v for k, v in tracked_metrics(rows[0]).items()}
+    flops = {FLOPS_KEY: rows[0]["flops_paper"]}  # the axis objectives compare at
+    assert first == {f"train/{k}": v for k, v in tracked_metrics(rows[0]).items()} | flops
     assert "train/step" not in first and "train/stage" not in first
     events = [(data, step) for kind, data, step in recorder.calls if kind == "event"]
     assert [(name, d["fraction"], step) for (name, d), step in events] == [
