@@ -73,6 +73,7 @@ from torch import nn
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.tokens import SpecialTokens, Vocab
+from electra_ablate.checkpoints.export import hf_config
 from electra_ablate.infra.storage import atomic_write_text
 from electra_ablate.pretraining.components.monitor import encoder_spread, head_stats
 from electra_ablate.pretraining.config import PretrainSpec
@@ -132,38 +133,17 @@ class Ours(nn.Module):
         return out.loss, seen, {"own_auc": float(out.metrics["disc_auc"])}
 
 
-def hf_config(cfg: BackboneConfig) -> Any:
-    """`transformers`' ElectraConfig for one of our backbone shapes (post-LN, exact GELU)."""
-    from transformers import ElectraConfig
-
-    return ElectraConfig(
-        vocab_size=cfg.vocab_size,
-        embedding_size=cfg.embedding_size,
-        hidden_size=cfg.hidden_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        intermediate_size=cfg.intermediate_size,
-        hidden_act="gelu",
-        hidden_dropout_prob=cfg.dropout,
-        attention_probs_dropout_prob=cfg.attention_dropout,
-        max_position_embeddings=cfg.max_seq_len,
-        type_vocab_size=cfg.type_vocab_size,
-        initializer_range=cfg.initializer_range,
-        layer_norm_eps=cfg.layer_norm_eps,
-        pad_token_id=SPECIAL.pad,
-    )
-
-
 class Reference(nn.Module):
     """`transformers`' discriminator and 1/4-width generator, tied as the paper ties them, and
     the replaced-token step in plain torch (no code of ours)."""
 
     def __init__(self, backbone: BackboneConfig, generator: BackboneConfig) -> None:
         super().__init__()
-        from transformers import ElectraForMaskedLM, ElectraForPreTraining
+        from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
 
-        self.disc = ElectraForPreTraining(hf_config(backbone))
-        self.gen = ElectraForMaskedLM(hf_config(generator))
+        # our shapes as `transformers` names them: the export's mapping (post-LN, exact GELU)
+        self.disc = ElectraForPreTraining(ElectraConfig(**hf_config(backbone, "discriminator")))
+        self.gen = ElectraForMaskedLM(ElectraConfig(**hf_config(generator, "mlm")))
         # the paper's embedding sharing: one embedding module (token, position, type, LayerNorm)
         self.gen.electra.embeddings = self.disc.electra.embeddings
         self.gen.generator_lm_head.weight = self.disc.electra.embeddings.word_embeddings.weight

@@ -422,8 +422,11 @@ def runs_section(runs: pl.DataFrame | None, labels: list[str]) -> str:
         "Message",
     ]
     summary = ", ".join(f"{n} {status}" for status, n in counts)
-    sources = [r["message"][len(REUSED_MESSAGE) :].strip() for r in ordered.iter_rows(named=True)
-               if reused_run(r)]  # fmt: skip
+    sources = [
+        r["message"][len(REUSED_MESSAGE) :].strip()
+        for r in ordered.iter_rows(named=True)
+        if reused_run(r)
+    ]
     if sources:  # said once, not in every row's message
         summary += (
             f" ({len(sources)} reused: identical runs from "

@@ -204,8 +204,11 @@ def within_noise_line(found: Efficiency, reference: str | None = None) -> str:
     crossover, lies inside the noise floor and so has no row (issue 72: nothing is drawn for
     such a difference)."""
     show = shown(found, reference)
-    quiet = [f"{a} over {b}" for (a, b), ms in found.multipliers_by_pair().items()
-             if all(m.within_noise for m in ms) and show((a, b))]  # fmt: skip
+    quiet = [
+        f"{a} over {b}"
+        for (a, b), ms in found.multipliers_by_pair().items()
+        if all(m.within_noise for m in ms) and show((a, b))
+    ]
     crossings = [
         f"{c.a} and {c.b}" for c in found.crossovers if c.within_noise and show((c.a, c.b))
     ]
@@ -271,7 +274,7 @@ def family_part(
         parts.append(multiplier_table_md(found, mark, reference))
     elif not found.multipliers:
         parts.append("One pre-trained objective: no pair to compute a multiplier for.")
-    if any(not c.within_noise and shown(found, reference)((c.a, c.b)) for c in found.crossovers):
+    if any(not c.within_noise and show((c.a, c.b)) for c in found.crossovers):
         parts += [
             "Crossovers, and each objective against the references evaluated without pre-training:",
             crossover_table_md(found, mark, reference),
@@ -416,9 +419,12 @@ def against_reference_figure(
         handles.update({label: h for h, label in zip(*ax.get_legend_handles_labels(), strict=True)})
     if handles:
         fig.legend(
-            list(handles.values()), list(handles), loc="outside lower center", ncols=4,
+            list(handles.values()),
+            list(handles),
+            loc="outside lower center",
+            ncols=4,
             fontsize="x-small",
-        )  # fmt: skip
+        )
     return fig
 
 

@@ -56,8 +56,8 @@ def plan_line(study: Mapping[str, Any], runs: pl.DataFrame | None) -> str:
         parts.append(f"{trained.height} pre-training {runs_}: {', '.join([done, failed, *rest])}")
     if merged := study.get("merged_from"):  # the merge's own wall time says nothing
         n = len(merged)
-        parts.append(f"merged from {n} source{'' if n == 1 else 's'} (each one's wall time: "
-                     "Provenance)")  # fmt: skip
+        sources = f"{n} source{'' if n == 1 else 's'}"
+        parts.append(f"merged from {sources} (each one's wall time: Provenance)")
     else:
         parts.append(f"wall time {duration(study.get('wall_s'))}")
     return "; ".join(parts)
