@@ -11,16 +11,13 @@ each of mixed lengths up to 64 tokens, so that the batch is padded.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import counted
-
 import electra_ablate
 from electra_ablate.evaluation.finetune.batching import as_examples, collate
+from electra_ablate.scaleout.node.measure import counted
 
 
 def main() -> None:

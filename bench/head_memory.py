@@ -15,20 +15,17 @@ import json
 import resource
 import subprocess
 import sys
-from pathlib import Path
 
+import electra_ablate.objectives.all_tokens_mlm as all_tokens_module
 import torch
 import torch.nn.functional as F
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import electra_ablate.objectives.all_tokens_mlm as all_tokens_module
-from common import packed_batch
 
 from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.pretraining.components import generator as generator_module
 from electra_ablate.pretraining.components import losses as losses_module
 from electra_ablate.pretraining.registry import build_objective
+from electra_ablate.scaleout.node.measure import packed_batch
 
 
 def old_target_log_softmax(logits, targets):

@@ -19,11 +19,11 @@ It then times one GLUE-5 pass of a ``small`` checkpoint by a stated model: per o
 recipe (batch 32, the paper's epochs) and the full training sets' sizes in ``--glue``.
 Step FLOPs assume every batch padded to 128 tokens, an upper bound (batches are padded only to
 their longest example). The host cost per op defaults to what the committed H200 stretch
-measured (bench/RESULTS.md, GPU: ours eager, 16.04 ELECTRA-Small pre-training steps/s, host
-bound at 2.4% MFU) divided by the pre-training step's op count here; ``--host-us-per-op``
-replaces it with a figure measured on the card. The counts need no GPU: the ops a step
-dispatches are the same on any device, apart from the autocast casts, which is why the counts
-are given per precision.
+measured (docs/performance.md#history, the first stretch: ours eager, 16.04 ELECTRA-Small
+pre-training steps/s, host bound at 2.4% MFU) divided by the pre-training step's op count
+here; ``--host-us-per-op`` replaces it with a figure measured on the card. The counts need no
+GPU: the ops a step dispatches are the same on any device, apart from the autocast casts, which
+is why the counts are given per precision.
 
     python bench/op_count.py --preset small --batch 32 [--json-out FILE]
 """
@@ -33,17 +33,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import counted
-from finetune_throughput import default_glue
-from pretrain_throughput import ours as electra_pretraining_step
 
 from electra_ablate.backbone.config import BackboneConfig, preset
 from electra_ablate.backbone.model import Encoder
@@ -53,11 +47,15 @@ from electra_ablate.evaluation.finetune.loop import make_optimizer, predict, tra
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
 from electra_ablate.evaluation.glue.data import load_glue_task
 from electra_ablate.pretraining.flops import encoder_forward_flops
+from electra_ablate.scaleout.node.finetune_throughput import default_glue
+from electra_ablate.scaleout.node.measure import counted
+from electra_ablate.scaleout.node.pretrain_throughput import ours as electra_pretraining_step
 
 GLUE5 = ("cola", "sst2", "mrpc", "stsb", "rte")
 H200_EAGER_PRETRAIN_STEPS_PER_S = 16.04
 """ELECTRA-Small pre-training, batch 128, bf16, eager: the first GPU stretch's bench phase
-(gpu/sessions/2026-11-26-a/bench.json, steps_per_s.ours), measured at 2.4% MFU: host bound."""
+(reports/gpu_sessions/2026-11-26-a/bench.json, steps_per_s.ours), measured at 2.4% MFU: host
+bound."""
 
 
 def finetune_counts(

@@ -34,9 +34,6 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import adamw
-
 from electra_ablate.backbone.config import BackboneConfig
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.checkpoints.export import hf_config, hf_state_dict
@@ -67,6 +64,7 @@ from electra_ablate.pretraining.engine import learning_rate
 from electra_ablate.pretraining.engine.plan import RunPlan
 from electra_ablate.pretraining.flops import CONVENTIONS
 from electra_ablate.pretraining.objective import Batch
+from electra_ablate.scaleout.node.measure import adamw
 from electra_ablate.spec import load_spec
 from electra_ablate.study.context import data_vocab
 

@@ -27,7 +27,6 @@ import argparse
 import copy
 import json
 import statistics
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,14 +34,12 @@ import torch
 import torch.nn.functional as F
 from torch.func import functional_call, stack_module_state, vmap
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import counted, timed
-
 from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.model import Encoder
 from electra_ablate.evaluation.finetune.classifier import GlueClassifier
 from electra_ablate.evaluation.finetune.loop import make_optimizer, train_step
 from electra_ablate.evaluation.finetune.recipe import FinetuneRecipe
+from electra_ablate.scaleout.node.measure import counted, timed
 
 RECIPE = FinetuneRecipe(head_dropout=0.0)
 

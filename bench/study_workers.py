@@ -19,18 +19,15 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import packed_batch
 
 from electra_ablate.backbone.config import preset
 from electra_ablate.backbone.tokens import Vocab
 from electra_ablate.pretraining.config import PretrainSpec
 from electra_ablate.pretraining.engine import make_optimizer
 from electra_ablate.pretraining.registry import build_objective
+from electra_ablate.scaleout.node.measure import packed_batch
 
 
 def child(args: argparse.Namespace) -> None:

@@ -8,6 +8,8 @@
 - The expensive end-to-end fixtures are made once per test session, not once per worker: the
   smoke study's data cache and the smoke study itself live in a folder all workers share, and the
   first worker to need one builds it under a file lock while the others wait for it.
+- The working tier, ``pytest -m "not slow"``, holds every test that needs neither the real data
+  nor a process; ``tests/slow_rule.py`` is the rule of the ``slow`` mark, applied here.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 import pytest
 import torch
 from ablate_cli import ABLATE, SMOKE, ablate
+from slow_rule import ProcessRecorder, mark_slow, unmarked_process
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -130,7 +133,30 @@ def smoke_report(smoke_study, smoke_env, session_dir) -> Path:
     return out
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``slow`` mark where the rule puts it (before ``-m`` selects: hence ``tryfirst``),
+    then the order of the tests (``in_order``)."""
+    mark_slow(items)
+    in_order(items)
+
+
+@pytest.fixture(autouse=True)
+def slow_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Outside the slow tests: no ``ABLATE_DATA_DIR``; a process started or a graph compiled fails
+    the test."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    monkeypatch.delenv("ABLATE_DATA_DIR", raising=False)
+    recorder = ProcessRecorder(monkeypatch)
+    yield
+    failure = unmarked_process(request.node.nodeid, recorder.compiles())
+    if failure:
+        pytest.fail(failure, pytrace=False)
+
+
+def in_order(items: list[pytest.Item]) -> None:
     """Modules with slow tests first, each module's tests kept together and in order. xdist
     deals whole modules out in this order (``--no-loadscope-reorder`` in ``pyproject.toml``;
     by default it would deal the modules with the most tests first, and a long module with few

@@ -3,7 +3,7 @@ recomputed in-process, and every GLUE number of its results table read back from
 
 - **Steps** of each study and rung: the budget planner's (``pretraining.engine.plan.plan_run``
   on the spec's objectives, built on the meta device), which at the rungs the H200 ran are the
-  steps each run recorded (``gpu/sessions/*/session.json``).
+  steps each run recorded (``reports/gpu_sessions/*/session.json``).
 - **Wall times**: the GPU session's time model (``electra_ablate.scaleout.replay``, fitted to
   the committed stretches) replaying the spec's jobs on one card from a cold start, nothing
   carried from earlier stretches; GPU-hours are the whole command's seconds over 3600, the
@@ -143,7 +143,7 @@ def test_the_replays_study_is_the_gpu_session_spec():
 def test_the_planned_steps_are_what_the_h200_runs_recorded():
     spec = load_spec(ROOT / "studies" / "gpu_session.yaml")
     recorded = 0
-    for record in sorted((ROOT / "gpu" / "sessions").glob("*/session.json")):
+    for record in sorted((ROOT / "reports" / "gpu_sessions").glob("*/session.json")):
         study = json.loads(record.read_text(encoding="utf-8"))["phases"].get("study")
         if not study:
             continue

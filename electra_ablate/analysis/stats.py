@@ -34,7 +34,8 @@ standard error × ``sqrt(k / (k - 1))``, ``k`` the number of resampled units: ne
 mean of per-model scores (0.93–0.96 at 1 × 3, 3 × 3 and 5 × 5 seeds), conservative for the
 median-based scores at 3 seeds (0.97–1.00), and about the percentile interval at many seeds.
 ``interval="percentile"`` gives the plain percentile interval. The coverages are measured on
-simulated studies by ``bench/stats_coverage.py`` (``bench/RESULTS.md``).
+simulated studies by ``bench/stats_coverage.py``
+(``docs/reports.md#scores-and-differences-benchstats_coveragepy``).
 
 A notebook gets these numbers exactly as a report prints them from ``electra_ablate.api``
 (``scores``, ``differences``, ``claims``: the stable face). This module's own use, on the tables

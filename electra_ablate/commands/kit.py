@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Make a relocatable folder for an offline GPU node: the spec's data bundle
         (compressed), the wheels the node lacks and this project's, the node script (doctor,
-        CUDA tests, bench, the study's shards as result packs); print its size."""
+        CUDA tests, bench, the study's shards as result packs); print its size. The recipe on
+        the node: docs/gpu-node.md."""
         from electra_ablate.scaleout.kit import NODE_LIMIT_BYTES, build_kit
 
         kit = build_kit(spec_path, out, python_version, tuple(platform), typer.echo, compile_cache)
@@ -45,5 +46,5 @@ def register(app: typer.Typer) -> None:
         typer.echo(
             f"kit {out}: {mib:.1f} MiB ({fits} the {NODE_LIMIT_BYTES / 2**20:.0f} MiB a node "
             f"takes); on the node: bash {out.name}/node.sh {out.name} OUT session (one stretch "
-            "of GPU time), or [doctor test bench unit I/N] (gpu/README.md)"
+            "of GPU time), or [doctor test bench unit I/N] (docs/gpu-node.md)"
         )

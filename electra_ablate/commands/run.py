@@ -220,7 +220,7 @@ def print_plan(
     estimate = estimate_plan(
         spec, spec_path, out_dir, device, overrides, workers, progress, keep_code_changes, reuse
     )
-    if json_out is not None:  # what a caller sizes work with (gpu/session.py)
+    if json_out is not None:  # what a caller sizes work with (the GPU node's session)
         atomic_write_text(json_out, json.dumps(estimate.as_dict(), indent=2))
     # a label is its objective's name unless the spec gives one: then the column says nothing
     named = any(r["label"] != r["objective"] for r in estimate.rows if r["objective"] != "none")

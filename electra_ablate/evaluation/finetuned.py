@@ -187,7 +187,7 @@ class FinetunedTask(Task):
 
         On an accelerator a fine-tune's fixed cost (the model moved there, kernels loaded, the
         first launches) is far larger than two steps, and a two-step timing scaled to the
-        training set overestimated GLUE-5 thirtyfold on an H200 (gpu/sessions/2026-11-26-a).
+        training set overestimated GLUE-5 thirtyfold on an H200 (reports/gpu_sessions/2026-11-26-a).
         There the cost per example is the difference between two short fine-tunes of
         ``TIMED_EXAMPLES`` and ``ACCELERATOR_TIMED`` examples (after an untimed one), which
         the fixed cost cancels from."""

@@ -41,7 +41,8 @@ member streamed into a plain file (``electra_ablate.infra.archives``, the one re
 archives from elsewhere).
 
 This module is standard library only (torch is imported inside ``current_manifest``, nowhere
-else), so that ``gpu/session.py``, which runs before anything heavy, packs and unpacks with it.
+else), so that the GPU node's session (``electra_ablate.scaleout.node.session``), which runs
+before anything heavy, packs and unpacks with it.
 """
 
 from __future__ import annotations

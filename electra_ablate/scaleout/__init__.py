@@ -8,8 +8,10 @@
 - ``merge``: packs and study folders merged into one study;
 - ``bundle``: data bundles written (``ablate data prepare --bundle``) for offline nodes;
 - ``kit``: offline GPU-node kits (``ablate kit``);
+- ``node``: what a kit runs on the node, carried in the wheel: ``node.sh``, the session
+  and the throughput benches;
 - ``kept_parts``: a cut run's kept encoders sent back from a GPU session in checksummed parts,
   and rebuilt beside a study; standard library only;
 - ``replay``: a GPU session's study command replayed on one card, its time model fitted to
-  the committed stretches (``gpu/sessions``); standard library only.
+  the committed stretches (``reports/gpu_sessions``); standard library only.
 """

@@ -4,7 +4,8 @@ A result pack carries no weights (``electra_ablate.scaleout.packs``): they stay 
 that trained them. A lent GPU keeps nothing, so when a session's deadline cuts the evaluations
 of a run that finished pre-training, the run's kept encoders would be lost with the machine, and
 finishing its evaluations would mean pre-training it again. The session returns them instead
-(``gpu/session.py``): the run folder's records (``run.json``, ``done.json``, ``metrics.jsonl``),
+(``electra_ablate.scaleout.node.session``): the run folder's records (``run.json``,
+``done.json``, ``metrics.jsonl``),
 every kept folder's ``kept.json``, and the whole kept folders chosen (weights fp32 as kept,
 byte for byte: the run id names those weights, and a bf16 copy would silently change every
 result computed from it), as one uncompressed tar split into at most ``MAX_PARTS`` files of at

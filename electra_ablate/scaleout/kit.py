@@ -9,10 +9,12 @@ here, everything such a node needs to run the study:
   compress about fivefold, which is what brings a real corpus under the node's limit;
 - ``wheels/``: this project's wheel and the packages the job path needs that such a node lacks
   (``CARRIED``), downloaded for the node's Python and platform, at the versions installed here;
-- ``spec.yaml``: the spec; ``node.sh`` and ``README.md``: the script that runs on the node
-  (doctor, CUDA tests, throughput bench, the study's shards, each leaving a result pack) and how
-  to use it; ``session.py``: one stretch of GPU time in one command (``node.sh ... session``);
-  ``bench/``: the throughput bench;
+- ``spec.yaml``: the spec; ``node.sh``: the script that runs on the node (doctor, CUDA tests,
+  throughput bench, the study's shards, each leaving a result pack; its use in
+  ``docs/gpu-node.md``). The session (``node.sh ... session``) and the throughput benches are
+  modules of the project's wheel (``electra_ablate.scaleout.node``), so the kit takes everything
+  from the installed package, never from a source checkout: ``node.sh`` is package data, the
+  wheel is built from the installed distribution (``build_project_wheel``);
 - ``compile-cache.tar.xz``, only with ``--compile-cache FILE``: torch's compile caches as an
   earlier GPU session of the user's returned them (``electra_ablate.infra.compile_cache``), so
   that the node's processes start warm; compiled code, so only ever a file the user names;
@@ -26,14 +28,20 @@ are read, and packs merged and reported, back here.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
+import hashlib
 import importlib.metadata
+import importlib.resources
 import json
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
+import urllib.request
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,11 +92,12 @@ imports besides ``CARRIED``. The bench's peer also needs ``transformers``, the C
 NODE_EXTRAS = ("transformers", "pytest")
 """Used on the node by the bench's peer and the CUDA tests, not by the study."""
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-"""The source checkout a kit is made from (``electra_ablate/scaleout/kit.py``: two folders down)."""
-GPU_FOLDER = PROJECT_ROOT / "gpu"
-GPU_FILES = ("node.sh", "session.py", "README.md")
-BENCH_FILES = ("pretrain_throughput.py", "step_profile.py", "finetune_throughput.py", "common.py")
+DISTRIBUTION = "electra-ablate"
+NODE_PACKAGE = "electra_ablate.scaleout.node"
+NODE_FILES = ("node.sh",)
+"""What the kit copies from the package's data (``NODE_PACKAGE``) beside the wheels."""
+DROPPED_FROM_WHEEL = frozenset({"RECORD", "INSTALLER", "REQUESTED", "direct_url.json"})
+"""An installed distribution's records that are the installer's, not the wheel's."""
 
 
 @dataclass
@@ -117,11 +126,6 @@ def build_kit(
     check_kit_target(out)
     if compile_cache is not None:
         checked_compile_cache(compile_cache)
-    if not (GPU_FOLDER / "node.sh").is_file() or not (PROJECT_ROOT / "pyproject.toml").is_file():
-        raise InputError(
-            f"{PROJECT_ROOT} is not a source checkout of electra-ablate (no gpu/node.sh): "
-            "make kits from an editable install (`pip install -e .`)"
-        )
     spec = load_spec(spec_path, check_data=True)
     with atomic_dir(out) as tmp:
         with tempfile.TemporaryDirectory() as scratch:
@@ -135,11 +139,7 @@ def build_kit(
         download_wheels(wheels, python_version, platforms, log)
         build_project_wheel(wheels, log)
         shutil.copyfile(spec_path, tmp / "spec.yaml")
-        for name in GPU_FILES:
-            shutil.copyfile(GPU_FOLDER / name, tmp / name)
-        (tmp / "bench").mkdir()
-        for name in BENCH_FILES:
-            shutil.copyfile(PROJECT_ROOT / "bench" / name, tmp / "bench" / name)
+        write_node_files(tmp)
         carried = carry_compile_cache(compile_cache, tmp) if compile_cache is not None else None
         manifest = {
             "format": KIT_FORMAT,
@@ -213,9 +213,69 @@ def download_wheels(
     )  # fmt: skip
 
 
+def write_node_files(kit: Path) -> None:
+    """``NODE_FILES`` from the installed package's data into the kit folder ``kit``."""
+    payload = importlib.resources.files(NODE_PACKAGE)
+    for name in NODE_FILES:
+        (kit / name).write_bytes(payload.joinpath(name).read_bytes())
+
+
 def build_project_wheel(folder: Path, log: Callable[[str], None]) -> None:
-    log(f"building the electra-ablate wheel from {PROJECT_ROOT}")
-    pip("wheel", "--no-deps", "--wheel-dir", str(folder), str(PROJECT_ROOT))
+    """This project's wheel, from the installed distribution itself: an installed wheel's files
+    packed again as they are (``repack_wheel``); an editable install holds no package files, so
+    its wheel is built by pip from the source folder its own install record names
+    (``direct_url.json``), never from a path guessed from this file's place."""
+    dist = importlib.metadata.distribution(DISTRIBUTION)
+    source = editable_source(dist)
+    if source is None:
+        log(f"packing the installed electra-ablate {dist.version} as a wheel")
+        repack_wheel(dist, folder)
+        return
+    log(f"building the electra-ablate wheel from its editable source {source}")
+    pip("wheel", "--no-deps", "--wheel-dir", str(folder), str(source))
+
+
+def editable_source(dist: importlib.metadata.Distribution) -> Path | None:
+    """The source folder of an editable install (PEP 660, as PEP 610's ``direct_url.json``
+    records it), or None for an install from a wheel."""
+    try:
+        record = json.loads(dist.read_text("direct_url.json") or "{}")
+    except ValueError:
+        return None
+    if not record.get("dir_info", {}).get("editable"):
+        return None
+    url = urllib.parse.urlparse(record.get("url", ""))
+    return Path(urllib.request.url2pathname(url.path)) if url.scheme == "file" else None
+
+
+def repack_wheel(dist: importlib.metadata.Distribution, folder: Path) -> Path:
+    """An installed (non-editable) distribution written back as a pure-Python wheel in
+    ``folder``: its files as installed, less byte code, scripts outside site-packages and the
+    installer's own records, with a new ``RECORD``."""
+    files = [
+        f
+        for f in dist.files or ()
+        if ".." not in f.parts
+        and "__pycache__" not in f.parts
+        and f.suffix != ".pyc"
+        and not (f.parts[0].endswith(".dist-info") and f.name in DROPPED_FROM_WHEEL)
+    ]
+    info = next((f.parts[0] for f in files if f.parts[0].endswith(".dist-info")), None)
+    if info is None or not any(f.suffix == ".py" for f in files):
+        raise AblateError(f"{dist.metadata['Name']} is installed without its files: reinstall it")
+    name = info.removesuffix(".dist-info")
+    folder.mkdir(parents=True, exist_ok=True)
+    wheel = folder / f"{name}-py3-none-any.whl"
+    rows = []
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as archive:
+        for f in sorted(files, key=lambda f: f.as_posix()):
+            data = Path(dist.locate_file(f)).read_bytes()
+            archive.writestr(f.as_posix(), data)
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=")
+            rows.append(f"{f.as_posix()},sha256={digest.decode()},{len(data)}")
+        rows.append(f"{info}/RECORD,,")
+        archive.writestr(f"{info}/RECORD", "\n".join(rows) + "\n")
+    return wheel
 
 
 def pip(*args: str) -> None:

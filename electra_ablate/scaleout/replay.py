@@ -1,5 +1,6 @@
 """The time model of a GPU session, measured rather than assumed: a replay of one study command
-on one card, its parameters fitted to the committed stretches of GPU time (``gpu/sessions/``).
+on one card, its parameters fitted to the committed stretches of GPU time
+(``reports/gpu_sessions/``).
 
 A GPU session gets one command of a few minutes and loses whatever has not finished at its
 deadline; every committed study command lost its slowest evaluations that way. The session's
@@ -62,7 +63,7 @@ UnitKind = Literal["run", "baseline", "reference"]
 
 # ----------------------------------------------------------------------------- the model
 
-# produced by `python gpu/replay.py --sessions gpu/sessions --fit` (2026-11-27-e the newest)
+# produced by `python bench/replay.py --sessions reports/gpu_sessions --fit` (2026-11-27-e last)
 FITTED: dict[str, float] = {
     "compile_s/bert_mlm/compiled/warm": 2.51893,
     "compile_s/bert_mlm/cuda_graphs/cold": 31.4611,
@@ -86,7 +87,7 @@ FITTED: dict[str, float] = {
     "probe_s": 2.04072,
     "start_s": 9.27692,
 }
-"""The model's parameters as fitted to ``gpu/sessions`` (``fit``); a test fits them again
+"""The model's parameters as fitted to ``reports/gpu_sessions`` (``fit``); a test fits them again
 from the committed files and compares. Names: see ``Model``."""
 
 # produced by the same command, from the newest committed study
@@ -1075,8 +1076,8 @@ def solve(matrix: list[list[float]], vector: list[float]) -> list[float]:
 # ----------------------------------------------------------------------------- planning
 
 LADDER = (1e15, 3e15, 1e16, 3e16, 1e17)
-"""The GPU session's rungs (``gpu/session.py``'s ``LADDER``): paper-convention FLOPs per
-objective."""
+"""The GPU session's rungs (``electra_ablate.scaleout.node.session``'s ``LADDER``): paper-convention
+FLOPs per objective."""
 
 
 def fitted() -> Model:

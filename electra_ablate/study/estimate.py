@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import polars as pl
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
 
 from electra_ablate.checkpoints.kept import LoadedKept
@@ -183,12 +184,13 @@ def process_age() -> float:
 
 def tables_probe(rows: int) -> float:
     """Wall seconds to write a table of ``rows`` rows as parquet and JSON, atomically, into a
-    throwaway folder: the order of the tables the run writes at its end."""
+    throwaway folder: the order of the tables the run writes at its end. Written with pyarrow,
+    which an offline GPU node has (polars it has not, and its session's dry run plans there)."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        frame = pl.DataFrame({"unit": list(range(rows)), "value": [0.0] * rows})
+        table = pa.table({"unit": list(range(rows)), "value": [0.0] * rows})
         for name in ("runs", "results", "pretrain_metrics"):
-            frame.write_parquet(Path(tmp) / f"{name}.parquet")
+            pq.write_table(table, Path(tmp) / f"{name}.parquet")
         atomic_write_text(Path(tmp) / "study.json", json.dumps({"rows": rows}))
     return time.perf_counter() - started
 

@@ -12,8 +12,9 @@ Two shapes:
 - ``one_card`` (one CUDA card shared by every worker): the card is one device however many
   processes share it. Two pre-trainings replayed as CUDA graphs side by side each run at about
   half their rate, and an eager fine-tune beside a pre-training costs it about a fifth of its
-  rate (``bench/RESULTS.md``, GPU), so running them together only moves the end of the
-  pre-training later. So at most one pre-training trains at a time; evaluations wait until no
+  rate (``docs/performance.md#the-replay-the-sessions-time-model-fitted-to-the-stretches``),
+  so running them together only moves the end of the pre-training later. So at most one
+  pre-training trains at a time; evaluations wait until no
   pre-training is left (at most ``beside`` of them run beside one); and ready evaluations start
   longest first, across units, so that the longest (SST-2's fine-tune on the card) is not the
   last to start when a deadline comes. A pre-training's first step compiles on the host for

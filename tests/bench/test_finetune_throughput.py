@@ -1,19 +1,17 @@
-"""``bench/finetune_throughput.py`` hands over each mode's report as soon as the mode is timed, so
-a bench stopped at a GPU session's limit still returns the modes it finished (found on the
-second H200 stretch, 2026-11-26: stopped during its compiled modes, it returned nothing)."""
+"""``electra_ablate.scaleout.node.finetune_throughput`` hands over each mode's report as soon
+as the mode is timed, so a bench stopped at a GPU session's limit still returns the modes it
+finished (found on the second H200 stretch, 2026-11-26: stopped during its compiled modes, it
+returned nothing)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
-import sys
 from pathlib import Path
 
-PATH = Path(__file__).resolve().parents[2] / "bench" / "finetune_throughput.py"
-spec = importlib.util.spec_from_file_location("finetune_throughput", PATH)
-finetune_throughput = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(finetune_throughput)
+import pytest
+
+from electra_ablate.scaleout.node import finetune_throughput, session
 
 
 def test_each_mode_is_reported_when_it_is_timed(shared_data: Path):
@@ -50,14 +48,13 @@ def test_profile_reports_each_modes_steps_with_the_mode(shared_data: Path):
     assert dynamic["batch_tokens"] <= 64
 
 
+@pytest.mark.slow  # process: run as the node runs it, in a process
 def test_it_runs_as_the_gpu_session_runs_it(tmp_path: Path):
-    """The session's finetune phase runs the kit's copy with ``PYTHONSAFEPATH=1`` from its work
-    folder, so the script's own folder is not on ``sys.path``: it must find its neighbour
-    ``step_profile`` itself."""
+    """The session's finetune phase runs the installed module with ``-m`` from its work folder
+    (``session.bench_command``), and ``bench/finetune_throughput.py`` stays its command line."""
     env = {**os.environ, "PYTHONSAFEPATH": "1"}
-    done = subprocess.run(
-        [sys.executable, str(PATH), "--help"], cwd=tmp_path, env=env, capture_output=True, text=True
-    )
+    command = [*session.bench_command("finetune_throughput"), "--help"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "--profile N" in done.stdout
 

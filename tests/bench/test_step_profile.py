@@ -1,18 +1,13 @@
-"""``bench/step_profile.py``: the per-step figures read from a profiler trace (what bounds a GPU
-step), checked on a written trace whose answers are known, and on a real CPU profile."""
+"""``electra_ablate.scaleout.node.step_profile``: the per-step figures read from a profiler
+trace (what bounds a GPU step), checked on a written trace whose answers are known, and on a
+real CPU profile."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 import torch
 
-PATH = Path(__file__).resolve().parents[2] / "bench" / "step_profile.py"
-spec = importlib.util.spec_from_file_location("step_profile", PATH)
-step_profile = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(step_profile)
+from electra_ablate.scaleout.node import step_profile
 
 
 def event(cat: str, name: str, ts: float, dur: float, tid: int = 1) -> dict:

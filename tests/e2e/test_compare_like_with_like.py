@@ -143,6 +143,12 @@ def compare(*folders: Path, out: Path) -> tuple[str, pl.DataFrame]:
     return (out / "compare.md").read_text(encoding="utf-8"), pl.read_csv(out / "compare.csv")
 
 
+@pytest.fixture(scope="module")
+def two_and_five(studies, tmp_path_factory) -> tuple[str, pl.DataFrame]:
+    """The 2-task study compared with the 5-task one, once for the tests that read the page."""
+    return compare(studies["two"], studies["five"], out=tmp_path_factory.mktemp("two5") / "c")
+
+
 def row(text: str, first: str, after: str = "") -> list[str]:
     """The cells of the first table row starting with ``first`` after the heading ``after``."""
     part = text.split(after, 1)[1] if after else text
@@ -164,12 +170,12 @@ def test_a_study_given_twice_is_refused(studies, tmp_path, second):
     one_line_error(done, 2, "given twice", str(folder))
 
 
-def test_the_aggregate_is_over_the_tasks_every_study_shares(studies, tmp_path):
+def test_the_aggregate_is_over_the_tasks_every_study_shares(two_and_five):
     """A 2-task study beside a 5-task one: both averaged over cola and rte (ELECTRA at the
     final checkpoint: 40 + 5 + mean(0, 10) = 50 and the seed's offset: 49 with seed 0 alone,
     50 the median over three), not the 5-task study over its own five (62), and the page says
     so."""
-    text, table = compare(studies["two"], studies["five"], out=tmp_path / "c")
+    text, table = two_and_five
     assert "GLUE score over the 2 tasks all studies share: cola, rte" in text
     assert "small5 also evaluated sst2, mrpc, stsb" in text
     cells = row(text, "ELECTRA", "## GLUE")
@@ -185,16 +191,16 @@ def test_the_aggregate_is_over_the_tasks_every_study_shares(studies, tmp_path):
     assert "RTD probe AUC over the task every study evaluated: rtd_unigram." in text
 
 
-def test_objectives_not_in_every_study_are_named_as_left_out(studies, tmp_path):
-    text, _ = compare(studies["two"], studies["five"], out=tmp_path / "c")
+def test_objectives_not_in_every_study_are_named_as_left_out(two_and_five):
+    text, _ = two_and_five
     glue = text.split("## GLUE", 1)[1].split("## ", 1)[0]
     assert "Left out, without a score in every study: Big (only in small5)." in glue
     assert "| Big |" not in text
 
 
-def test_the_page_says_what_each_study_ran(studies, tmp_path):
+def test_the_page_says_what_each_study_ran(two_and_five):
     """Tasks, caps, backbone, data fingerprints and both kinds of seeds, study by study."""
-    text, _ = compare(studies["two"], studies["five"], out=tmp_path / "c")
+    text, _ = two_and_five
     assert row(text, "Tasks") == [
         "Tasks",
         "GLUE: cola, rte; RTD probe: rtd_unigram",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from ablate_cli import ablate as run_ablate
 from ablate_cli import needs_extra
 
 from electra_ablate.analysis.results import KEY_COLUMNS
@@ -64,9 +65,12 @@ def spec(shared_data, tmp_path) -> Path:
 
 
 def ablate(
-    *args, cache: Path, threads: int = 1, seed: int = 0, **kw
+    *args, cache: Path, threads: int = 1, seed: int = 0, process: bool = False, **kw
 ) -> subprocess.CompletedProcess:
-    """``ablate ARGS`` in a fresh process with its own cache, thread counts and hash seed."""
+    """``ablate ARGS`` with its own cache and thread counts, in this process
+    (``ablate_cli.ablate``); with ``process=True`` or a ``subprocess.run`` keyword, in a fresh
+    process, which also gets its own hash seed (a hash seed and a thread pool are fixed when a
+    process starts)."""
     env = {
         **os.environ,
         "ABLATE_CACHE": str(cache),
@@ -77,6 +81,8 @@ def ablate(
         "COLUMNS": "200",
     }
     env.update(kw.pop("env", {}))
+    if not (process or kw):
+        return run_ablate(*args, env=env)
     return subprocess.run(
         [ABLATE, *map(str, args)], env=env, capture_output=True, text=True, timeout=600, **kw
     )
@@ -97,8 +103,9 @@ def fingerprint_line(out: str) -> str:
 
 
 def test_two_processes_with_other_threads_and_hash_seeds_build_the_same_bytes(spec, tmp_path):
-    first = ablate("data", "prepare", spec, cache=tmp_path / "a", threads=1, seed=1)
-    second = ablate("data", "prepare", spec, cache=tmp_path / "b", threads=2, seed=2)
+    # process: what differs is each process's own hash seed and tokenizer thread pool
+    first = ablate("data", "prepare", spec, cache=tmp_path / "a", threads=1, seed=1, process=True)
+    second = ablate("data", "prepare", spec, cache=tmp_path / "b", threads=2, seed=2, process=True)
     assert first.returncode == 0, first.stderr
     assert second.returncode == 0, second.stderr
     a, b = built_data(tmp_path / "a"), built_data(tmp_path / "b")
@@ -248,6 +255,7 @@ def test_merge_waits_its_turn_a_study_held_by_a_run_is_not_written(finished, tmp
     shutil.copytree(finished["out"], target)
     shutil.rmtree(next(target.glob("pretrain/*")))
     before = tree(target)
+    # process: the lock is held by another process (a plain one: no ablate start-up to pay)
     holder = subprocess.Popen(
         [
             sys.executable,
@@ -296,6 +304,7 @@ def test_merge_refuses_a_report_folder_and_pack_says_what_it_packs(finished, tmp
 def test_status_before_the_first_tables_counts_the_work_the_spec_plans(finished, tmp_path):
     """Case 8: a study stopped before its first tables shows its pending work, not 0."""
     out = tmp_path / "tiny"
+    # process: a run stopped by Ctrl-C (SIGINT to its process group)
     run = subprocess.Popen(
         [ABLATE, "run", str(finished["spec"]), "--out", str(out), "--no-reuse"],
         env={**os.environ, "ABLATE_CACHE": str(finished["cache"])},
@@ -330,7 +339,7 @@ def test_a_disk_that_refuses_a_write_is_named_in_one_line(finished, tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
 
     out = tmp_path / "tiny"
-    result = ablate(
+    result = ablate(  # process: a file size limit is a process's
         "run",
         finished["spec"],
         "--out",
@@ -383,6 +392,7 @@ def test_a_stopped_local_launcher_stops_its_jobs_and_says_one_line(finished, tmp
     line (submitit's job controllers print no KeyboardInterrupt tracebacks)."""
     out = tmp_path / "tiny"
     command = [ABLATE, "run", finished["spec"], "--out", out, "--no-reuse"]
+    # process: signals to a launcher and to its process group
     parent = subprocess.Popen(
         [*map(str, command), "--launcher", "submitit-local"],
         env={**os.environ, "ABLATE_CACHE": str(finished["cache"])},

@@ -125,7 +125,7 @@ def test_every_repository_file_the_docs_and_docstrings_name_exists():
 def test_the_docs_name_the_files_they_point_at():
     """The pointer check above has something to check: the README and the docs name files."""
     named = set().union(*(repo_paths(d.read_text(encoding="utf-8")) for d in DOCS))
-    assert {"bench/RESULTS.md", "docs/extending.md", "tests/e2e/test_faults.py"} <= named
+    assert {"bench/README.md", "docs/extending.md", "tests/e2e/test_faults.py"} <= named
     assert "runs/objectives" not in named and not any("<" in p for p in named)
     assert repo_paths("411 examples/s, see docs/design.md.") == {"docs/design.md"}
 

@@ -1,10 +1,14 @@
 """Fault injection: a study's files damaged, its processes killed or doubled, its names abused,
-each probed through the installed ``ablate`` in a subprocess on a `micro` copy of the smoke
-study. Every probe must end in one clear line with the documented exit code, or in an exact
-recovery; none may lose finished work or change it silently.
+each probed through ``ablate`` on a `micro` copy of the smoke study. Every probe must end in one
+clear line with the documented exit code, or in an exact recovery; none may lose finished work
+or change it silently.
 
 One small study is trained once per module (``reference``); most probes damage a copy of it and
-re-run, so the module stays a few minutes. Probes that need a process in flight start their own.
+re-run, so the module stays a few minutes. A command runs in this process through the CLI's
+entry function (``ablate_cli.ablate``) unless a process is the fault: a run in flight holding
+the study's lock, killed (SIGKILL, once, shared by the probes of a killed study: ``killed``),
+stopped by Ctrl-C or SIGTERM, its workers killed, or unable to write as root (``start`` and the
+read-only probe; each says why at its call).
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ def write_spec(path: Path, spec: dict) -> Path:
 
 
 def start(*args: object, env: dict, log: Path, **kw) -> subprocess.Popen:
-    """``ablate`` in the background, stdout and stderr to ``log`` (.out / .err)."""
+    """``ablate`` in the background, stdout and stderr to ``log`` (.out / .err): the installed
+    console script in a process of its own, for a probe whose fault is a process's (a lock held
+    by another process, a signal, a kill, dead workers)."""
     return subprocess.Popen(
         [ABLATE, *map(str, args)],
         env=env,
@@ -237,6 +243,7 @@ def holder(env, tmp_path_factory):
     spec = micro_spec(budget={"steps": 5000, "steps_of": "electra", "checkpoints": [0.5, 1.0]})
     spec_path = write_spec(root / "busy.yaml", spec)
     out = root / "runs" / "busy"
+    # process: the lock is held by another process, alive while the probes run
     proc = start("run", spec_path, "--out", out, "--no-progress", env=env, log=root / "holder")
     wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
     assert proc.poll() is None, (root / "holder.err").read_text()
@@ -276,6 +283,7 @@ class TestOneRunAtATime:
 
     def test_run_wait_waits_for_the_holder_and_sigterm_exits_143(self, holder, env, tmp_path):
         proc, out, spec = holder
+        # process: it waits in the background, and the holder's SIGTERM and 143 are a process's
         waiter = start(
             "run", spec, "--out", out, "--no-progress", "--wait", env=env, log=tmp_path / "w"
         )
@@ -300,13 +308,30 @@ class TestOneRunAtATime:
             stop(waiter)
 
 
-def test_a_killed_holder_leaves_no_lock_behind(env, reference, tmp_path):
-    out = tmp_path / "runs" / "faults"
-    first = start("run", reference.spec, "--out", out, "--no-progress", env=env, log=tmp_path / "a")
+@pytest.fixture(scope="module")
+def killed(env, reference, tmp_path_factory) -> Path:
+    """The reference spec's study as a SIGKILL left it once it trained (no run finished, its
+    lock's note behind): the probes copy it, never change it."""
+    root = tmp_path_factory.mktemp("killed")
+    out = root / "runs" / "faults"
+    # process: killed by SIGKILL, with no chance to clean up
+    first = start("run", reference.spec, "--out", out, "--no-progress", env=env, log=root / "a")
     try:
         wait_for(lambda: training_started(out) or first.poll() is not None, what="training")
     finally:
         stop(first)  # SIGKILL: no chance to clean up
+    return out
+
+
+def copy_of(study: Path, tmp_path: Path) -> Path:
+    """A copy of ``study`` at ``tmp_path/runs/faults``, alone in its parent folder."""
+    copy = tmp_path / "runs" / "faults"
+    shutil.copytree(study, copy)
+    return copy
+
+
+def test_a_killed_holder_leaves_no_lock_behind(env, reference, killed, tmp_path):
+    out = copy_of(killed, tmp_path)
     status = ablate("status", out, env=env)
     assert status.returncode == 0 and "not running" in status.stdout, status.stdout
     again = ablate("run", reference.spec, "--out", out, "--no-progress", env=env)
@@ -320,6 +345,7 @@ def test_a_killed_holder_leaves_no_lock_behind(env, reference, tmp_path):
 def test_ctrl_c_exits_130_with_one_line_and_the_same_command_resumes(env, reference, tmp_path):
     out = tmp_path / "runs" / "faults"
     args = ("run", reference.spec, "--out", out, "--no-progress")
+    # process: Ctrl-C and the exit status 130 the shell sees (the module's one Ctrl-C process)
     proc = start(*args, env=env, log=tmp_path / "int")
     try:
         wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
@@ -338,6 +364,7 @@ def test_ctrl_c_exits_130_with_one_line_and_the_same_command_resumes(env, refere
 def test_a_signal_under_workers_stops_every_process(env, reference, tmp_path, how):
     out = tmp_path / "runs" / "faults"
     args = ("run", reference.spec, "--out", out, "--no-progress", "--workers", "2")
+    # process: a signal to a process group, and the worker processes it must stop
     proc = start(*args, env=env, log=tmp_path / "sig", start_new_session=True)
     try:
         wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
@@ -394,6 +421,7 @@ def kill_workers_once_training(proc: subprocess.Popen, out: Path, after_bytes: i
 def test_a_dead_worker_is_replaced_and_the_study_finishes_in_workers(env, tmp_path):
     out = tmp_path / "runs" / "one"
     spec = one_run_spec(tmp_path, steps=40)
+    # process: its worker processes are killed while the run goes on
     proc = start(
         "run", spec, "--out", out, "--no-progress", "--workers", "2", env=env, log=tmp_path / "d"
     )
@@ -417,6 +445,7 @@ def test_a_dead_worker_is_replaced_and_the_study_finishes_in_workers(env, tmp_pa
 def test_an_item_that_keeps_killing_its_worker_is_marked_failed(env, tmp_path):
     out = tmp_path / "runs" / "one"
     spec = one_run_spec(tmp_path, steps=2000)
+    # process: its worker processes are killed while the run goes on
     proc = start(
         "run", spec, "--out", out, "--no-progress", "--workers", "2", env=env, log=tmp_path / "k"
     )
@@ -707,13 +736,10 @@ def test_a_diverging_run_is_flagged_and_library_warnings_stay_in_its_log(env, tm
     assert "diverged" in (out / "report" / "report.md").read_text()
 
 
-def test_report_after_collect_on_a_study_killed_before_any_run_finished(env, reference, tmp_path):
-    out = tmp_path / "runs" / "faults"
-    proc = start("run", reference.spec, "--out", out, "--no-progress", env=env, log=tmp_path / "e")
-    try:
-        wait_for(lambda: training_started(out) or proc.poll() is not None, what="training")
-    finally:
-        stop(proc)
+def test_report_after_collect_on_a_study_killed_before_any_run_finished(
+    env, reference, killed, tmp_path
+):
+    out = copy_of(killed, tmp_path)
     assert not list(out.glob("pretrain/*/done.json"))
     collected = ablate("run", reference.spec, "--out", out, "--collect", env=env)
     assert collected.returncode == 0, collected.stderr
@@ -740,6 +766,7 @@ def test_a_read_only_study_folder_is_one_line_naming_it(reference, study, env, c
     args = ["run", str(reference.spec), "--out", str(study)] if command == "run" else ["report"]
     subprocess.run(["chmod", "-R", "a-w", str(study)], check=True)
     try:
+        # process: as root, only a process whose capabilities are dropped (setpriv) is refused
         result = subprocess.run(
             read_only([ABLATE, *args, *([str(study)] if command == "report" else [])]),
             env=env,

@@ -75,6 +75,7 @@ def drop_run(folder: Path, run: Path) -> None:
 
 
 def start_merge(*args: object) -> subprocess.Popen:
+    # process: two merges at once, each holding (or waiting for) the target's lock
     return subprocess.Popen(
         [ABLATE, "merge", *map(str, args)],
         cwd=ROOT,
@@ -124,6 +125,7 @@ def merge_with_file_limit(limit: int, *args: object) -> subprocess.CompletedProc
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
+    # process: a file size limit (and its signal's disposition) is a process's
     return subprocess.run(
         [ABLATE, "merge", *map(str, args)],
         cwd=ROOT,

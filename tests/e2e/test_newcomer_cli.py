@@ -1,5 +1,7 @@
-"""A newcomer's first commands (issue 43), through the installed ``ablate``: every error of a
-spec in one pass, tables that never cut a name at 80 columns when piped, help that reads."""
+"""A newcomer's first commands (issue 43), through ``ablate``'s entry function: every error of a
+spec in one pass, tables that never cut a name at 80 columns when piped, help that reads. In
+this process (tests/ablate_cli.py): output captured is output piped, and the terminal's width
+is read from ``COLUMNS`` as a process would read it."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import ablate_cli
 import pytest
 from rich.console import Console
 
@@ -33,9 +36,7 @@ def ablate(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
     """``ablate`` with its output piped (never a terminal) at ``columns`` columns."""
     env = {**os.environ, "COLUMNS": str(columns)}
     env.pop("LINES", None)
-    return subprocess.run(
-        ["ablate", *args], capture_output=True, text=True, env=env, timeout=300, check=False
-    )
+    return ablate_cli.ablate(*args, env=env)
 
 
 def test_validate_reports_every_error_of_a_spec_in_one_pass(tmp_path: Path):

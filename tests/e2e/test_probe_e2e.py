@@ -5,36 +5,34 @@ discriminator, and ``ablate report`` shows them, while the GLUE rows stay what t
 
 from __future__ import annotations
 
-import subprocess
-
 import polars as pl
 import pytest
 import yaml
-from ablate_cli import E2E, SMOKE
-from ablate_cli import ablate as run_ablate
+from ablate_cli import E2E, SMOKE, ablate
 
 pytestmark = E2E
 
 PROBES = ["rtd_unigram", "rtd_head_unigram", "rte_probe"]
 
 
-def ablate(args: list[str], env: dict) -> subprocess.CompletedProcess:
-    return run_ablate(*args, env=env, module=True)
-
-
 @pytest.fixture(scope="module")
 def probed(smoke_env, tmp_path_factory):
-    """A two-objective smoke study (BERT, ELECTRA), GLUE's RTE fine-tuned, the probes beside."""
+    """A two-objective smoke study (BERT, ELECTRA) cut to 4 steps, GLUE's RTE fine-tuned on 32
+    examples, the probes beside."""
     tmp = tmp_path_factory.mktemp("probes")
     env = smoke_env
     spec = yaml.safe_load(SMOKE.read_text())
     spec["objectives"] = [{"name": "bert_mlm"}, {"name": "electra"}]
+    # a few steps and a small RTE: what is checked is which rows there are, not how good
+    spec["budget"] = {**spec["budget"], "steps": 4}  # both kept checkpoints, as the smoke study
+    spec["pretrain"] = {**spec["pretrain"], "batch_size": 8, "log_every": 2, "eval_batches": 1}
     spec["finetune"]["tasks"] = ["rte"]
+    spec["finetune"] |= {"caps": {"rte": 32}, "eval_caps": {"rte": 32}}
     spec["evaluation"] = {"tasks": PROBES, "seeds": [0]}
     path = tmp / "probes.yaml"
     path.write_text(yaml.safe_dump(spec))
     out = tmp / "out"
-    result = ablate(["run", str(path), "--out", str(out)], env)
+    result = ablate("run", path, "--out", out, env=env)
     assert result.returncode == 0, result.stderr
     return out, path, env
 
@@ -69,7 +67,7 @@ def test_a_study_writes_probe_rows_and_reference_rows(probed):
 
 def test_the_report_shows_the_probes_and_their_references(probed):
     out, _, env = probed
-    report = ablate(["report", str(out)], env)
+    report = ablate("report", out, env=env)
     assert report.returncode == 0, report.stderr
     text = (out / "report" / "report.md").read_text()
     assert "## RTD probe: results at the final budget" in text
@@ -86,6 +84,6 @@ def test_rerunning_the_study_evaluates_nothing_again(probed):
     out, path, env = probed
     records = sorted((out / "finetune").glob("*.json"))
     stamps = [p.stat().st_mtime_ns for p in records]
-    result = ablate(["run", str(path), "--out", str(out)], env)
+    result = ablate("run", path, "--out", out, env=env)
     assert result.returncode == 0, result.stderr
     assert [p.stat().st_mtime_ns for p in records] == stamps

@@ -43,7 +43,8 @@ def smoke_run(smoke_study, tmp_path_factory):
 
 
 def ablate(args: list[str], env: dict, **kwargs) -> subprocess.CompletedProcess:
-    return run_ablate(*args, env=env, module=True, **kwargs)
+    """``ablate ARGS`` with ``env``, in this process (``ablate_cli.ablate``)."""
+    return run_ablate(*args, env=env, **kwargs)
 
 
 def training_curve(run: Path) -> list[dict]:
@@ -145,6 +146,7 @@ def test_rerunning_a_finished_study_does_no_training(smoke_run, data_env):
 def test_a_study_killed_mid_way_resumes_to_the_same_results(smoke_run, data_env, tmp_path):
     out = smoke_run
     resumed = tmp_path / "resumed"
+    # process: a run killed by SIGKILL part-way
     proc = subprocess.Popen(
         [sys.executable, "-m", "electra_ablate", "run", str(SMOKE), "--out", str(resumed)],
         env=data_env,
@@ -265,7 +267,8 @@ def test_ablate_finetune_gives_the_studys_own_numbers(smoke_run, data_env):
 
 
 def test_bad_input_is_one_line_and_exit_2(data_env, tmp_path):
-    missing = ablate(["run", str(tmp_path / "nope.yaml")], data_env)
+    # process: `python -m electra_ablate` itself, and the exit status as the shell sees it
+    missing = ablate(["run", str(tmp_path / "nope.yaml")], data_env, module=True)
     assert missing.returncode == 2 and "spec file not found" in missing.stderr
     assert "Traceback" not in missing.stderr
     spec = yaml.safe_load(SMOKE.read_text())
@@ -298,17 +301,9 @@ def test_workers_share_out_the_runs_and_give_the_same_results(smoke_run, data_en
     spec = yaml.safe_load(SMOKE.read_text())
     spec["objectives"] = [o for o in spec["objectives"] if o["name"] in ("bert_mlm", "electra")]
     spec["objectives"].append({"name": "two_stage"})
-    # each worker gets as many threads as the one-process smoke run had (a fresh process's
-    # default, whatever earlier tests did to this one), so that both split their work alike
-    threads = int(
-        subprocess.run(
-            [sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
-            env=data_env,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-    )
+    # each worker gets as many threads as the one-process smoke run had (its done.json says
+    # how many), so that both split their work alike
+    (threads,) = {json.loads(d.read_text())["threads"] for d in out.glob("pretrain/*/done.json")}
     spec.setdefault("pretrain", {})["num_threads"] = 2 * threads
     path = tmp_path / "three.yaml"
     path.write_text(yaml.safe_dump(spec))
@@ -364,6 +359,10 @@ def test_a_study_beside_another_reuses_its_identical_runs_and_fine_tunes(smoke_r
     first = comparable(out.parent / "first_results.parquet").drop("study", "label")
     theirs = first.join(mine.select("run_id").unique(), on="run_id").select(mine.columns)
     assert mine.equals(theirs.sort(keys))
+    # --no-reuse trains what is beside: one run, one task and no baseline show it
+    spec["objectives"] = spec["objectives"][1:]
+    spec["finetune"]["tasks"], spec["finetune"]["baseline"] = ["rte"], False
+    path.write_text(yaml.safe_dump(spec))
     fresh = out.parent / "fresh"
     again = ablate(["run", str(path), "--out", str(fresh), "--no-reuse"], data_env)
     assert again.returncode == 0 and "running" in again.stdout

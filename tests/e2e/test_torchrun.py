@@ -9,14 +9,13 @@ package uses: a ``.dist-info`` folder on ``PYTHONPATH`` that ``importlib.metadat
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import polars as pl
 import pytest
 import torch
-from ablate_cli import ABLATE
+from ablate_cli import ablate
 from safetensors.torch import load_file
 from torchrun_helpers import (
     assert_rank_zero_alone_finished,
@@ -33,7 +32,7 @@ pytestmark = pytest.mark.slow
 
 
 @needs_torchrun
-def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, smoke_env):
+def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, smoke_env, monkeypatch):
     spec = micro_spec(
         tmp_path,
         "ddp",
@@ -52,13 +51,8 @@ def test_torchrun_with_two_gloo_ranks_matches_one_process(tmp_path, smoke_env):
     # engine_helpers.DeterministicMLM: a fixed-mask MLM with no randomness at all
     plugin = objective_plugin(tmp_path, "deterministic_mlm", "engine_helpers:DeterministicMLM")
     env = {**with_pythonpath(smoke_env, plugin, TESTS), "OMP_NUM_THREADS": "1"}
-    single = subprocess.run(
-        [ABLATE, "run", str(spec), "--out", str(tmp_path / "single")],
-        env=env,
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    monkeypatch.syspath_prepend(str(plugin))  # PYTHONPATH's part for the in-process run
+    single = ablate("run", spec, "--out", tmp_path / "single", env=env)
     assert single.returncode == 0, single.stderr
     # --no-reuse: the single run beside it has the same id, and a copy of it proves nothing
     ddp = torchrun_ablate_run(spec, tmp_path / "ddp", env, tmp_path, "--no-reuse")

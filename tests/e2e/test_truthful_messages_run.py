@@ -3,18 +3,23 @@ which step it resumes; a run whose output is closed (``| head``) stops with the 
 and exit 141 instead of dying silently; a re-run with fewer tasks names the tasks that leave
 ``results.parquet``; a misspelt objective is named before what it breaks (``budget.steps_of``).
 
-Through the installed ``ablate`` in a subprocess, on one objective of the `micro` preset with a
-few steps and one capped task; the interrupted study is trained once and shared.
+Through the CLI's entry function in this process (``ablate_cli.ablate``), on one objective of the
+`micro` preset with a few steps and one capped task; the interrupted study is trained once and
+shared. Its Ctrl-C is a SIGINT this process sends itself (Ctrl-C to a process, and its exit
+status, is checked once, in ``test_faults.py``); the closed pipe needs a process of its own.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,15 +65,6 @@ def write_spec(path: Path, spec: dict) -> Path:
     return path
 
 
-def wait_for(condition: Callable[[], object], timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def saved_steps(out: Path) -> list[int]:
     """The steps of the training states written whole (their manifest is written last)."""
     return sorted(
@@ -94,32 +90,50 @@ class Interrupted:
     resumed: subprocess.CompletedProcess  # the same command again
 
 
+@contextlib.contextmanager
+def ctrl_c_once(condition: Callable[[], object], timeout: float) -> Iterator[None]:
+    """Ctrl-C, as a terminal sends it (SIGINT to this process), once ``condition`` holds, to the
+    command run in this process meanwhile: its entry function turns SIGINT into its unwinding for
+    the command's duration. Outside it a SIGINT is ignored here, so that one sent as the command
+    ends cannot stop the test session."""
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    done = threading.Event()
+
+    def watch() -> None:
+        deadline = time.time() + timeout
+        while not done.is_set() and time.time() < deadline:
+            if condition():
+                os.kill(os.getpid(), signal.SIGINT)
+                return
+            time.sleep(0.1)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
+        signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="module")
 def interrupted(smoke_env, tmp_path_factory) -> Interrupted:
     """A tiny study stopped by Ctrl-C once a state is saved, then resumed to the end."""
     root = tmp_path_factory.mktemp("interrupted")
     spec = write_spec(root / "truthful.yaml", tiny_spec(40, ["rte", "stsb"]))
     out = root / "runs" / "truthful"
-    args = [ABLATE, "run", spec, "--out", out, "--no-progress"]
-    proc = subprocess.Popen(
-        args, env=smoke_env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        wait_for(lambda: saved_steps(out) or proc.poll() is not None, 600, "a saved state")
-        proc.send_signal(signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, (proc.returncode, stdout, stderr)
-    no_traceback(stderr)
-    assert stderr.strip().splitlines()[-1].startswith(RESUMED_LINE.format("SIGINT")), stderr
+    with ctrl_c_once(lambda: saved_steps(out), 600):
+        first = ablate("run", spec, "--out", out, "--no-progress", env=smoke_env)
+    assert first.returncode == 130, (first.returncode, first.stdout, first.stderr)
+    no_traceback(first.stderr)
+    last = first.stderr.strip().splitlines()[-1]
+    assert last.startswith(RESUMED_LINE.format("SIGINT")), first.stderr
     steps = saved_steps(out)
     assert steps and steps[-1] < 40, steps
     resumed = ablate("run", spec, "--out", out, "--no-progress", env=smoke_env)
     assert resumed.returncode == 0, resumed.stderr
-    return Interrupted(spec, out, stdout, steps[-1], resumed)
+    return Interrupted(spec, out, first.stdout, steps[-1], resumed)
 
 
 # -------------------------------------------------------------------- resuming says so
@@ -179,6 +193,7 @@ def test_a_run_whose_output_is_closed_stops_with_the_resumable_line(smoke_env, t
     out = tmp_path / "runs" / "truthful"
     env = {k: v for k, v in smoke_env.items() if k != "PYTHONUNBUFFERED"}  # as a shell has it
     args = [ABLATE, "run", spec, "--out", out, "--no-progress"]
+    # process: a pipe whose reader goes away (`| head -1`) and the exit status 141 the shell sees
     proc = subprocess.Popen(
         args, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -260,6 +260,7 @@ def test_a_task_that_reports_an_undeclared_metric_breaks_the_contract(probes):
         check_task(leaky)
 
 
+@pytest.mark.slow  # process: the installed console script
 def test_installed_ablate_lists_tasks_and_rejects_an_unknown_one_in_one_line():
     import shutil
     import subprocess

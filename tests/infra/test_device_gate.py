@@ -10,6 +10,8 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
+
 from electra_ablate.infra.device_gate import ENV, DeviceGate, gate_from_env
 
 TIMEOUT_S = 60.0
@@ -47,6 +49,7 @@ def test_a_second_holder_waits_until_the_first_lets_go(tmp_path):
     first.release()
 
 
+@pytest.mark.slow  # process: a holder process dies
 def test_a_holder_that_dies_lets_the_gate_go(tmp_path):
     path = tmp_path / "device.lock"
     holder = subprocess.Popen(

@@ -35,6 +35,7 @@ def test_a_held_folder_lock_names_its_holder_and_is_released_on_close(tmp_path):
         pass
 
 
+@pytest.mark.slow  # process: a holder process is killed
 def test_a_killed_holder_releases_the_lock(tmp_path):
     lock_file = tmp_path / "study.lock"
     code = (

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("electra_ablate", "objectives", "gpu", "bench")
+FOLDERS = ("electra_ablate", "objectives", "bench", ".ci")
 PICKLERS = frozenset({"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "joblib", "shelve"})
 
 ALLOWED = {

@@ -11,6 +11,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 GONE = [
     "electra_ablate.objective",  # 0.2; now electra_ablate.pretraining.objective
     "electra_ablate.components.masking",  # electra_ablate.pretraining.components.masking
@@ -80,6 +82,7 @@ def probe() -> dict:
     return json.loads(done.stdout.splitlines()[-1])
 
 
+@pytest.mark.slow  # process: a fresh interpreter's imports
 def test_old_paths_fail_like_any_missing_module_and_the_package_installs_no_finder():
     seen = probe()
     assert seen["finders_added"] == [], "import electra_ablate changed sys.meta_path"

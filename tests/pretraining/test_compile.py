@@ -31,6 +31,7 @@ CASES = [(name, {}, 0) for name in BUILT_IN] + [
 ]
 
 
+@pytest.mark.slow  # compiles (tests/slow_rule.py)
 @pytest.mark.parametrize("padded", [True, False], ids=["padded", "full"])
 @pytest.mark.parametrize(("name", "params", "stage"), CASES)
 def test_the_training_forward_is_one_graph(name, params, stage, padded):

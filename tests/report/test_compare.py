@@ -4,19 +4,15 @@ on one table and one figure, and one line with exit 2 for every kind of bad inpu
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import polars as pl
 import pytest
+from ablate_cli import ablate
 from test_report import make_study_dir
 
 from electra_ablate.report import write_report
 from electra_ablate.report.compare import write_comparison
-
-
-def ablate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ablate", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
@@ -40,44 +36,51 @@ def studies(tmp_path_factory) -> tuple[Path, Path]:
     return short, write_report(long, root / "long-report").parent
 
 
-def test_compare_puts_the_same_objectives_of_two_studies_on_one_table_and_figure(studies, tmp_path):
+@pytest.fixture(scope="module")
+def compared(studies, tmp_path_factory) -> tuple[Path, str]:
+    """``ablate compare`` of the two studies, run once for the tests that read its output:
+    the folder it wrote and what it printed."""
     short, long_report = studies
-    done = ablate("compare", str(short), str(long_report), "--out", str(tmp_path / "c"))
+    out = tmp_path_factory.mktemp("compared") / "c"
+    done = ablate("compare", str(short), str(long_report), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == str(tmp_path / "c" / "compare.md")
-    text = (tmp_path / "c" / "compare.md").read_text(encoding="utf-8")
+    return out, done.stdout
+
+
+def test_compare_puts_the_same_objectives_of_two_studies_on_one_table_and_figure(compared):
+    out, stdout = compared
+    assert stdout.strip() == str(out / "compare.md")
+    text = (out / "compare.md").read_text(encoding="utf-8")
     assert text.startswith("# Comparison: `synthetic`, `synthetic_long`")
     bert = next(line for line in text.splitlines() if line.startswith("| BERT |"))
     # 74 at 4e15 FLOPs in one study, 82 at 4.8e16 in the other, each with its CI and seeds
     assert "| 74.0 [" in bert and "], 1 × 3 | 4.00e15 | 82.0 [" in bert and "| 4.80e16 |" in bert
     assert "| no pre-training | 62.0 [" in text
     for suffix in ("png", "svg"):
-        assert (tmp_path / "c" / f"glue_compare_vs_flops.{suffix}").stat().st_size > 1000
-    table = pl.read_csv(tmp_path / "c" / "compare.csv")
+        assert (out / f"glue_compare_vs_flops.{suffix}").stat().st_size > 1000
+    table = pl.read_csv(out / "compare.csv")
     assert set(table["study"].to_list()) == {"synthetic", "synthetic_long"}
     final = table.filter((pl.col("label") == "BERT") & (pl.col("checkpoint_fraction") == 1.0))
     assert sorted(final["median"].to_list()) == [74.0, 82.0]
     assert final["n_finetune"].to_list() == [3, 3]
 
 
-def test_compare_puts_each_studys_multipliers_and_crossovers_side_by_side(studies, tmp_path):
+def test_compare_puts_each_studys_multipliers_and_crossovers_side_by_side(compared):
     """BERT gains 8 points in the long study: ELECTRA leads it in one study and trails it in
     the other, and the comparison shows both, study by study."""
-    short, long_report = studies
-    done = ablate("compare", str(short), str(long_report), "--out", str(tmp_path / "c"))
-    assert done.returncode == 0, done.stderr
-    text = (tmp_path / "c" / "compare.md").read_text(encoding="utf-8")
+    out, _ = compared
+    text = (out / "compare.md").read_text(encoding="utf-8")
     part = text.split("### GLUE: compute efficiency", 1)[1]
     rows = [line for line in part.splitlines() if line.startswith("| ELECTRA | BERT |")]
     assert [r.split(" | ")[2] for r in rows[:2]] == ["synthetic", "synthetic_long"]
-    crossovers = pl.read_csv(tmp_path / "c" / "crossovers.csv").filter(
+    crossovers = pl.read_csv(out / "crossovers.csv").filter(
         (pl.col("a") == "ELECTRA") & (pl.col("b") == "BERT") & (pl.col("score") == "glue")
     )
     assert dict(crossovers.select("study", "kind").iter_rows()) == {
         "synthetic": "a_ahead",
         "synthetic_long": "b_ahead",
     }
-    multipliers = pl.read_csv(tmp_path / "c" / "compute_efficiency.csv")
+    multipliers = pl.read_csv(out / "compute_efficiency.csv")
     assert set(multipliers["study"]) == {"synthetic", "synthetic_long"}
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 import pytest
 import typer
+from ablate_cli import ablate
 from typer.testing import CliRunner
 
 from electra_ablate.analysis.results import write_table
@@ -642,19 +643,12 @@ def test_a_report_folder_regenerates_with_its_notes(study_dir, tmp_path):
 
 def test_a_report_folder_without_tables_is_one_line_and_exit_2(tmp_path):
     """Reports committed before they kept their tables: `ablate report` says so and what to
-    do, through the installed CLI."""
-    import subprocess
-
+    do, through the CLI's entry function."""
     old = tmp_path / "reports" / "objectives"
     old.mkdir(parents=True)
     (old / "report.md").write_text("# Study `objectives`\n")
     (old / "summary.csv").write_text("objective,label\n")
-    done = subprocess.run(
-        ["ablate", "report", str(old), "--out", str(tmp_path / "x")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = ablate("report", old, "--out", tmp_path / "x")
     assert done.returncode == 2, done.stderr
     assert done.stderr.strip().splitlines() == [
         f"error: {old} is a report folder without its tables (results.parquet, runs.parquet, "

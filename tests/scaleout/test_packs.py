@@ -293,6 +293,7 @@ def test_the_fingerprint_ignores_where_a_study_runs_but_not_what_it_computes():
         assert spec_fingerprint(changed) != spec_fingerprint(study), path
 
 
+@pytest.mark.slow  # process: a fresh interpreter's modules (this one has torch imported)
 @pytest.mark.parametrize(
     "command", [["status"], ["pack", "--out", "{tmp}/p.tgz"], ["clean", "--states"]]
 )

@@ -1,6 +1,6 @@
 """The GPU session's time model (electra_ablate.scaleout.replay): the replay's rules on small
-hand-made commands, the fit against the committed stretches (gpu/sessions), the jobs each
-committed command lost replayed, the planner's choices, untrusted packs, and gpu/replay.py."""
+hand-made commands, the fit against the committed stretches (reports/gpu_sessions), the jobs each
+committed command lost replayed, the planner's choices, untrusted packs, and bench/replay.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from electra_ablate.scaleout.replay import Command, Item, Model, ReplayInputErro
 from electra_ablate.study.schedule import ONE_CARD_COMPILE_AHEAD, Schedule
 
 REPO = Path(__file__).resolve().parents[2]
-SESSIONS = REPO / "gpu" / "sessions"
+SESSIONS = REPO / "reports" / "gpu_sessions"
 
 MODEL = Model({
     "start_s": 0.0, "eval_start_s": 0.0, "finetune_start_s": 0.0, "finetune_load": 0.25,
@@ -362,18 +362,19 @@ def test_a_session_folder_without_a_study_record_is_refused(tmp_path):
         replay.read_sessions(tmp_path)
 
 
-# ----------------------------------------------------------------------------- gpu/replay.py
+# --------------------------------------------------------------------------- bench/replay.py
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, str(REPO / "gpu" / "replay.py"), *args],
+        [sys.executable, str(REPO / "bench" / "replay.py"), *args],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
 
 
+@pytest.mark.slow  # process: the bench script as a maintainer runs it
 def test_the_command_line_replays_the_committed_sessions_and_plans():
-    done = cli("--sessions", "gpu/sessions")
+    done = cli("--sessions", "reports/gpu_sessions")
     assert done.returncode == 0, done.stderr
     assert done.stdout.count(": same") == len(replay.read_sessions(SESSIONS))
     planned = cli("--rung", "1e15", "--seeds", "2", "--workers", "6", "--deadline", "480")
@@ -384,6 +385,7 @@ def test_the_command_line_replays_the_committed_sessions_and_plans():
     assert chosen.returncode == 0 and chosen.stdout.startswith("rung ")
 
 
+@pytest.mark.slow  # process: the script's exit status
 def test_the_command_line_refuses_bad_input_in_one_line():
     for args in (("--rung", "1e16"), ("--sessions", "no/such/folder"), ("--deadline", "-1")):
         done = cli(*args)
@@ -391,8 +393,9 @@ def test_the_command_line_refuses_bad_input_in_one_line():
         assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow  # process: a fresh interpreter's imports
 def test_the_replay_imports_without_torch():
-    """gpu/session.py imports it on the node, where it must write its record whatever the
+    """The node's session imports it on the node, where it must write its record whatever the
     torch install: torch made unimportable, the module still imports."""
     code = "import sys; sys.modules['torch'] = None; import electra_ablate.scaleout.replay"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

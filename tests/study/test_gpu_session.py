@@ -1,7 +1,7 @@
-"""The GPU session's choice and record (gpu/session.py): which rung of the FLOPs ladder and
-which fine-tuning seeds the replay (electra_ablate.scaleout.replay) chooses, and what
-session.json says. gpu/rehearse.sh runs whole sessions on the
-CPU, with a SIGTERM and a SIGKILL among them; these are the decisions, checked fast."""
+"""The GPU session's choice and record (electra_ablate.scaleout.node.session): which rung of
+the FLOPs ladder and which fine-tuning seeds the replay (electra_ablate.scaleout.replay)
+chooses, and what session.json says. .ci/rehearse.sh runs whole sessions on the CPU, with a
+SIGTERM and a SIGKILL among them; these are the decisions, checked fast."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ import pytest
 from electra_ablate.scaleout import replay
 
 REPO = Path(__file__).resolve().parents[2]
+SESSION_PY = REPO / "electra_ablate" / "scaleout" / "node" / "session.py"
 
 
 def load_session() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_session", REPO / "gpu" / "session.py")
+    spec = importlib.util.spec_from_file_location("gpu_session", SESSION_PY)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -184,6 +185,7 @@ def test_a_phase_with_too_little_time_left_is_skipped_with_the_reason(tmp_path):
     assert phase["status"] == "skipped" and "left of the session" in phase["why"]
 
 
+@pytest.mark.slow  # process: a phase's process stopped at its limit
 def test_a_phase_past_its_limit_is_stopped_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setitem(session_py.CAPS, "doctor", 1.0)
     monkeypatch.setattr(session_py, "MIN_PHASE_S", 0.5)
@@ -247,6 +249,7 @@ def test_reused_records_land_beside_the_study_folder(tmp_path):
     assert json.loads(copied.read_text()) == {"status": "done"}
 
 
+@pytest.mark.slow  # process: a bench process stopped at its limit
 def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
     tmp_path, monkeypatch
 ):
@@ -254,6 +257,7 @@ def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
     records those modes and chooses among them (the second H200 stretch lost all of them)."""
     bench = tmp_path / "kit" / "bench"
     bench.mkdir(parents=True)
+    stand_in(monkeypatch, bench)
     (bench / "finetune_throughput.py").write_text(
         "import json, sys, time\n"
         "out = sys.argv[sys.argv.index('--json-out') + 1]\n"
@@ -281,6 +285,13 @@ def test_a_fine_tuning_bench_stopped_at_its_limit_keeps_the_modes_it_finished(
     }
 
 
+def stand_in(monkeypatch, bench: Path) -> None:
+    """The session runs ``bench/<name>.py`` under ``bench`` instead of the installed module."""
+    monkeypatch.setattr(
+        session_py, "bench_command", lambda name: [sys.executable, str(bench / f"{name}.py")]
+    )
+
+
 def a_fine_tuning_bench(kit: Path, fastest: str) -> None:
     """A stand-in for bench/finetune_throughput.py whose ``fastest`` mode wins; its CUDA-graph
     mode pads to buckets, as the real bench's does."""
@@ -298,11 +309,13 @@ def a_fine_tuning_bench(kit: Path, fastest: str) -> None:
     )
 
 
-def test_measured_cuda_graphs_bring_the_buckets_they_were_timed_with(tmp_path):
+@pytest.mark.slow  # process: the bench runs as a process
+def test_measured_cuda_graphs_bring_the_buckets_they_were_timed_with(tmp_path, monkeypatch):
     """Graphs on dynamic padding would record a graph per batch length: ``--compile measured``
     applies the padding the fastest mode was timed with, and forgets a bucket list once a later
     measurement prefers dynamic padding (a bucket list beside it would be refused)."""
     kit = tmp_path / "kit"
+    stand_in(monkeypatch, kit / "bench")
 
     def measure(fastest: str) -> dict:
         a_fine_tuning_bench(kit, fastest)
@@ -534,6 +547,7 @@ def test_the_kit_s_compile_cache_is_checked_then_unpacked(tmp_path, monkeypatch,
         assert not unpacked and "does not match the sha256" in record["unpacked"]
 
 
+@pytest.mark.slow  # process: the cache packed in a process
 def test_the_compile_cache_is_saved_only_in_a_file_left(tmp_path, monkeypatch):
     from electra_ablate.infra import compile_cache
 
@@ -595,10 +609,11 @@ def test_the_bench_in_the_jobs_record(tmp_path):
     ]
 
 
+@pytest.mark.slow  # process: a fresh interpreter's imports
 def test_the_session_imports_no_torch():
     """The controller must always be able to write its record and its pack: it and the kit's
     modules it imports (kept parts, the compile cache) load without torch."""
-    path = str(REPO / "gpu" / "session.py")
+    path = str(SESSION_PY)
     probe = (
         "import importlib.util, sys\n"
         f"spec = importlib.util.spec_from_file_location('s', {path!r})\n"

@@ -4,10 +4,17 @@ with polars only where packs are merged and reported."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib.metadata
+import importlib.resources
+import importlib.util
+import inspect
 import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import polars as pl
@@ -70,6 +77,7 @@ def ablate(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow  # process: a blocked import in a fresh interpreter
 def test_the_blocker_blocks(tmp_path):
     (tmp_path / "sitecustomize.py").write_text(BLOCKER)
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
@@ -93,6 +101,10 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     node = {**home, "ABLATE_DATA_DIR": str(tmp_path / "no-raw-data"), "PYTHONPATH": str(blocker)}
     node.pop("ABLATE_CACHE")
     out = tmp_path / "node-out"
+    # the session's plan phase: the dry run, its estimate's probes included (one wrote its
+    # probe table with polars, and only the rehearsal's log showed the node's plan failing)
+    plan = ablate("run", spec, "--out", out, "--data-bundle", bundle, "--dry-run", env=node)
+    assert plan.returncode == 0, plan.stderr
     run = ablate("run", spec, "--out", out, "--data-bundle", bundle, "--no-progress", env=node)
     assert run.returncode == 0, run.stderr
     pack = tmp_path / "node.pack.tar.gz"
@@ -115,26 +127,68 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_a_kit_is_made_from_this_source_checkout():
-    """The kit finds the node script and the bench in the checkout it is installed from (the
-    layout move put ``kit.py`` one folder deeper and the rehearsal was the only thing to notice)."""
-    assert kit.PROJECT_ROOT == REPO
-    assert (kit.GPU_FOLDER / "node.sh").is_file()
-    assert all((REPO / "bench" / name).is_file() for name in kit.BENCH_FILES)
+def test_the_kit_takes_the_node_payload_from_the_installed_package(tmp_path, monkeypatch):
+    """The node's script comes from the package's data and the session and the benches ride in
+    the wheel: nothing is read from a source checkout by path, so a kit is made from an
+    installed wheel as well (the layout move once put ``kit.py`` a folder deeper, and only the
+    rehearsal noticed that its path into the checkout pointed nowhere)."""
+    source = inspect.getsource(kit)
+    assert "__file__" not in source and "parents[" not in source
+    payload = importlib.resources.files(kit.NODE_PACKAGE)
+    kit.write_node_files(tmp_path)
+    for name in kit.NODE_FILES:
+        assert (tmp_path / name).read_bytes() == payload.joinpath(name).read_bytes()
+    for module in ("session", "pretrain_throughput", "finetune_throughput", "step_profile"):
+        assert importlib.util.find_spec(f"{kit.NODE_PACKAGE}.{module}") is not None
+    packed = []
+    monkeypatch.setattr(kit, "editable_source", lambda dist: None)
+    monkeypatch.setattr(kit, "repack_wheel", lambda dist, folder: packed.append(dist.version))
+    kit.build_project_wheel(tmp_path / "wheels", log=lambda line: None)  # no pip, no checkout
+    assert packed == [importlib.metadata.version(kit.DISTRIBUTION)]
 
 
+def test_an_installed_distribution_is_packed_again_as_a_wheel(tmp_path):
+    """An install from a wheel has no source to build from: its own files, less byte code and
+    the installer's records, make the kit's wheel, with a RECORD pip checks on the node."""
+    site = tmp_path / "site"
+    (site / "toy" / "__pycache__").mkdir(parents=True)
+    (site / "toy" / "__init__.py").write_text("VALUE = 1\n")
+    (site / "toy" / "node.sh").write_text("echo node\n")
+    (site / "toy" / "__pycache__" / "x.pyc").write_bytes(b"byte code")
+    info = site / "toy-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: toy\nVersion: 1.0\n")
+    (info / "WHEEL").write_text("Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+    (info / "INSTALLER").write_text("pip\n")
+    rows = ["toy/__init__.py,,", "toy/node.sh,,", "toy/__pycache__/x.pyc,,", "../../bin/toy,,"]
+    rows += [f"toy-1.0.dist-info/{name},," for name in ("METADATA", "WHEEL", "INSTALLER", "RECORD")]
+    (info / "RECORD").write_text("\n".join(rows) + "\n")
+    wheel = kit.repack_wheel(importlib.metadata.PathDistribution(info), tmp_path / "wheels")
+    assert wheel.name == "toy-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel) as archive:
+        names = sorted(archive.namelist())
+        record = archive.read("toy-1.0.dist-info/RECORD").decode().splitlines()
+        assert archive.read("toy/node.sh") == b"echo node\n"
+    info_files = [f"toy-1.0.dist-info/{name}" for name in ("METADATA", "WHEEL", "RECORD")]
+    assert names == sorted(["toy/__init__.py", "toy/node.sh", *info_files])
+    digest = base64.urlsafe_b64encode(hashlib.sha256(b"VALUE = 1\n").digest()).rstrip(b"=")
+    assert f"toy/__init__.py,sha256={digest.decode()},10" in record
+
+
+@pytest.mark.slow  # process: the installed console script
 def test_a_kit_is_not_written_over_a_folder_that_is_not_one(tmp_path):
     target = tmp_path / "work"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
-    result = ablate("kit", REPO / "gpu" / "rehearsal.yaml", "--out", target, env=dict(os.environ))
+    result = ablate("kit", REPO / ".ci" / "rehearsal.yaml", "--out", target, env=dict(os.environ))
     assert result.returncode == 2 and result.stderr.startswith("error: "), result.stderr
     assert "not a kit" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert (target / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.slow  # process: the node's shell script
 def test_the_node_script_refuses_a_folder_that_is_not_a_kit(tmp_path):
-    script = REPO / "gpu" / "node.sh"
+    script = importlib.resources.files(kit.NODE_PACKAGE) / "node.sh"
     result = subprocess.run(
         ["bash", str(script), str(tmp_path), str(tmp_path / "out")],
         capture_output=True,

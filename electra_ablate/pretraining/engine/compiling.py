@@ -8,7 +8,8 @@ compiling changes only float rounding, never what an objective computes.
 
 ``reduce-overhead`` also captures the compiled step in CUDA graphs (``torch.compile``'s mode of
 that name): a pre-training batch has static shapes, so the step replays as a few graph launches
-instead of ~1,500 kernel launches. Measured on an H200 (bench/RESULTS.md, GPU, second stretch):
+instead of ~1,500 kernel launches. Measured on an H200
+(docs/performance.md#the-electra-small-pre-training-step-on-one-h200):
 ELECTRA-Small at batch 128 ran 80.0 steps/s against 21.3 compiled and 15.4 eager, the card busy
 81% of the step instead of 22%, and a whole study ran under it. So ``auto`` picks it on CUDA in a
 single process; under DDP (several processes) ``auto`` compiles without CUDA graphs, as
@@ -36,7 +37,7 @@ CUDA_GRAPHS = "reduce-overhead"
 
 def use_compile(option: CompileOption, device: torch.device) -> bool:
     """``auto``: on CUDA only (on the CPU it showed no clear gain for its minutes of
-    compilation: bench/RESULTS.md)."""
+    compilation: docs/performance.md#pretraincompile-on-the-cpu-against-both-peers)."""
     if option == "auto":
         return device.type == "cuda"
     return bool(option)

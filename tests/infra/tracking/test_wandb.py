@@ -64,6 +64,7 @@ def unwritable(tmp_path: Path, how: str) -> Path:
     return folder
 
 
+@pytest.mark.slow  # process: wandb's own (git)
 @needs_extra("wandb", "wandb")
 @pytest.mark.parametrize("how", ["under a file", "read-only"])
 def test_an_unwritable_offline_folder_is_said_and_its_rows_stay_unsent(
@@ -85,6 +86,7 @@ def test_an_unwritable_offline_folder_is_said_and_its_rows_stay_unsent(
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.slow  # process: wandb's own (git)
 @needs_extra("wandb", "wandb")
 def test_offline_by_wandb_offline_and_falling_back_is_said_too(tmp_path, monkeypatch, capsys):
     """``wandb offline`` (a settings file, not ``$WANDB_MODE``) into an unwritable folder: the

@@ -1,11 +1,11 @@
 """The GPU session's time model from the command line (``electra_ablate.scaleout.replay``).
 
-    python gpu/replay.py --sessions gpu/sessions          # each committed command: lost jobs
-                                                          # replayed vs recorded; the parameters
-    python gpu/replay.py --sessions gpu/sessions --fit    # fit again; the constants to paste
-    python gpu/replay.py --rung 1e16 --seeds 3 --workers 12 --deadline 480 --shape one_card
-    python gpu/replay.py --choose --deadline 500 --workers 12 [--warm-cache]
-    python gpu/replay.py --rung 3e16 --runs bert_small --deadline 500   # one objective only
+    python bench/replay.py --sessions reports/gpu_sessions        # each committed command: lost
+                                                    # jobs replayed vs recorded; the parameters
+    python bench/replay.py --sessions reports/gpu_sessions --fit  # fit again; the constants
+    python bench/replay.py --rung 1e16 --seeds 3 --workers 12 --deadline 480 --shape one_card
+    python bench/replay.py --choose --deadline 500 --workers 12 [--warm-cache]
+    python bench/replay.py --rung 3e16 --runs bert_small --deadline 500   # one objective only
 
 ``--deadline`` is the study command's seconds (a session's ``--seconds`` less what ran before
 the study and ``PACK_RESERVE_S``). Bad input: one line on stderr, exit 2.
@@ -42,7 +42,7 @@ def show_sessions(root: Path, refit: bool) -> int:
     if refit:
         result = fit(observed)
         model = result.model
-        print(f"# fitted by: python gpu/replay.py --sessions {root} --fit")
+        print(f"# fitted by: python bench/replay.py --sessions {root} --fit")
         print(f"# cost {result.cost:.4f} after {result.iterations} iterations; recorded "
               f"fine-tunes within x{result.spread:.2f} (geometric RMS)")  # fmt: skip
         print(fitted_source(result, observed[-1].study))
@@ -79,7 +79,7 @@ def table(replay: Replay) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sessions", type=Path, help="committed sessions (gpu/sessions)")
+    parser.add_argument("--sessions", type=Path, help="committed sessions (reports/gpu_sessions)")
     parser.add_argument("--fit", action="store_true", help="fit again from --sessions")
     parser.add_argument("--rung", type=float, help="FLOPs per objective")
     parser.add_argument("--seeds", type=int, default=1, help="fine-tuning seeds 0..N-1")

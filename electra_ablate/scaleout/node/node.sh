@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs on an offline GPU node, from a kit made by `ablate kit SPEC --out KIT` (see README.md
-# beside this script): no network, no package index, the node's own python3 and torch.
+# Runs on an offline GPU node, from a kit made by `ablate kit SPEC --out KIT` (the recipe:
+# docs/gpu-node.md of electra-ablate): no network, no package index, the node's own python3
+# and torch. The session and the bench are modules of the kit's wheel
+# (electra_ablate.scaleout.node), run with -m from WORK so that the installed wheel runs.
 #
 #   bash KIT/node.sh KIT OUT [STEP ...]
 #
@@ -9,7 +11,7 @@
 #               SESSION_SECONDS (default 540, from this script's start to its last file):
 #               doctor, CUDA tests, bench, then the largest rung of the FLOPs ladder (and the
 #               most fine-tuning seeds) that the replayed time model says fits, packed as it
-#               finishes (session.py beside this script): OUT/session.json, session.log,
+#               finishes (electra_ablate.scaleout.node.session): OUT/session.json, session.log,
 #               doctor.json, bench.json and one pack (finetune.json, plan.json too where those
 #               phases were named), then, as far
 #               as files are left, the kept encoders of runs whose evaluations the deadline cut
@@ -18,7 +20,7 @@
 #   doctor      `ablate doctor` on every device: OUT/doctor.json, OUT/doctor.txt
 #   test        the repository's CUDA tests (pytest -m cuda on REPO's test files that mark
 #               some), else the doctor's checks on every device: OUT/cuda-tests.log
-#   bench       bench/pretrain_throughput.py --device $DEVICE: OUT/bench.json (eager ours and
+#   bench       electra_ablate.scaleout.node.pretrain_throughput --device $DEVICE: OUT/bench.json (eager ours and
 #               the peers), and one more run per BENCH_COMPILE variant, ours compiled with
 #               `pretrain.compile: V` beside them: OUT/bench-compile-V.json
 #   unit I/N    shard I of N of the kit's study (`ablate run --shard I/N`), stopped after
@@ -133,8 +135,8 @@ bench_once() {  # bench_once NAME [EXTRA ARGS]: OUT/NAME.json, OUT/NAME.log
     local name=$1 rc
     shift
     # shellcheck disable=SC2086
-    (cd "$WORK" && "$PYTHON" "$KIT/bench/pretrain_throughput.py" --device "$DEVICE" \
-        $BENCH_ARGS "$@" --json) >"$OUT/$name.json" 2>"$OUT/$name.log"
+    (cd "$WORK" && "$PYTHON" -m electra_ablate.scaleout.node.pretrain_throughput \
+        --device "$DEVICE" $BENCH_ARGS "$@" --json) >"$OUT/$name.json" 2>"$OUT/$name.log"
     rc=$?
     cat "$OUT/$name.json"
     [ $rc -eq 0 ] || tail -5 "$OUT/$name.log" >&2
@@ -158,11 +160,13 @@ step_session() {
     # In the background, waited for: a SIGTERM or SIGINT to this script is passed on, and the
     # script stays until the session has written its last pack and record.
     local child rc
+    # From WORK (exec: the child is the session itself), so that the installed wheel runs.
     # shellcheck disable=SC2086
-    "$PYTHON" "$KIT/session.py" --kit "$KIT" --out "$OUT" --work "$WORK" --repo "$REPO" \
+    (cd "$WORK" && exec "$PYTHON" -m electra_ablate.scaleout.node.session --kit "$KIT" \
+        --out "$OUT" --work "$WORK" --repo "$REPO" \
         --device "$DEVICE" --seconds "$SESSION_SECONDS" --started "$START" \
         ${SESSION_WORKERS:+--workers "$SESSION_WORKERS"} --bench-args "$SESSION_BENCH_ARGS" \
-        ${SESSION_ARGS:-} &
+        ${SESSION_ARGS:-}) &
     child=$!
     trap 'kill -TERM "$child" 2>/dev/null' TERM
     trap 'kill -INT "$child" 2>/dev/null' INT

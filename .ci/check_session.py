@@ -1,8 +1,8 @@
-"""Checks what one ``node.sh ... session`` left in OUT (gpu/rehearse.sh runs it after each
+"""Checks what one ``node.sh ... session`` left in OUT (.ci/rehearse.sh runs it after each
 rehearsed session): at most eight files, a ``session.json`` that tells the truth about every
 phase and names no file that is not there, and packs that ``ablate merge`` accepts here.
 
-    python gpu/check_session.py OUT RC --expect EXPECTATION [--one-card] [--after CUT_OUT]
+    python .ci/check_session.py OUT RC --expect EXPECTATION [--one-card] [--after CUT_OUT]
 
 ``RC`` is the exit status node.sh returned; each expectation says what a session that ended that
 way must show: ``finished``, ``skipped-study``, ``stopped`` (SIGTERM), ``killed`` (SIGKILL),
@@ -23,8 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from session import OUT_FILES as MAX_FILES  # noqa: E402  (what a lent GPU node sends back)
+from electra_ablate.scaleout.node.session import OUT_FILES as MAX_FILES  # what a node sends back
 
 EVALUATIONS = ("finetune", "probe")
 

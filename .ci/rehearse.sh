@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The offline GPU-node path rehearsed on the CPU (CI runs it; a few minutes): a kit for the
-# micro study gpu/rehearsal.yaml; a fresh virtual environment holding only CPU torch and the
+# micro study .ci/rehearsal.yaml; a fresh virtual environment holding only CPU torch and the
 # packages the kit relies on a node to have (electra_ablate.scaleout.kit.NODE_PACKAGES and NODE_EXTRAS,
 # at this environment's versions), so neither polars nor datasets; node.sh there: both shards as
 # packs, then sessions (`node.sh KIT OUT session`): a whole one, one whose deadline leaves no
@@ -9,10 +9,10 @@
 # encoders come back as parts), one on a second kit carrying the whole session's compile cache
 # that is given the cut one's parts and pack (`--reuse`) and finishes the cut evaluations
 # without pre-training, and one whose pack cannot be written (a folder at its name); each
-# checked by gpu/check_session.py (at most 8 files, a truthful session.json that names no file
+# checked by .ci/check_session.py (at most 8 files, a truthful session.json that names no file
 # that is not there, packs that merge); then `ablate merge` and `ablate report` back here.
 #
-#   bash gpu/rehearse.sh            (with the project's environment active; REHEARSAL_DIR keeps
+#   bash .ci/rehearse.sh            (with the project's environment active; REHEARSAL_DIR keeps
 #                                    the files, default a temporary folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +26,7 @@ python -c 'import electra_ablate' || { echo "error: activate the project's envir
 echo "== kit (here)"
 version=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 rm -rf "$SCRATCH/kit"
-ABLATE_CACHE="$SCRATCH/cache" ablate kit gpu/rehearsal.yaml --out "$SCRATCH/kit" --python "$version"
+ABLATE_CACHE="$SCRATCH/cache" ablate kit .ci/rehearsal.yaml --out "$SCRATCH/kit" --python "$version"
 
 echo "== the node's environment: CPU torch and the node's packages only"
 pins=$(python - <<'PY'
@@ -70,8 +70,8 @@ node() {  # node OUT STEP...: node.sh as the node runs it (its Python only, no r
         SESSION_BENCH_ARGS="--preset micro --batch 8 --steps 2 --warmup 1 --no-memory" \
         SESSION_WORKERS=2 bash "$kit/node.sh" "$kit" "$out" "$@"
 }
-check() {  # check OUT RC EXPECTATION [MORE]: what a session left (gpu/check_session.py)
-    python gpu/check_session.py "$1" "$2" --expect "$3" "${@:4}"
+check() {  # check OUT RC EXPECTATION [MORE]: what a session left (.ci/check_session.py)
+    python .ci/check_session.py "$1" "$2" --expect "$3" "${@:4}"
 }
 kit_work() {  # kit_work KIT: the node's WORK of that kit (node.sh: one per kit.json)
     echo "$SCRATCH/work/kit-$(sha256sum "$1/kit.json" | cut -c1-12)"
@@ -99,7 +99,7 @@ stop_session() {  # stop_session OUT SIGNAL CONDITION: signal node.sh when CONDI
     done
     if [ "$sig" = KILL ]; then  # everything, at once: node.sh, the session and its children
         pkill -KILL -f -- "node.sh $SCRATCH/kit $out " || true
-        pkill -KILL -f -- "session.py .*--out $out " || true
+        pkill -KILL -f -- "scaleout.node.session .*--out $out " || true
         pkill -KILL -f -- "$SCRATCH/work" || true
     else  # node.sh alone: it passes the signal on and waits for the session
         pkill "-$sig" -f -- "node.sh $SCRATCH/kit $out " || true
@@ -151,7 +151,7 @@ SESSION_SECONDS=$CUT_SECONDS SESSION_ARGS="--phases study --ladder 2e9 --pack-ev
     node "$SCRATCH/session-cut" session &
 pid=$!
 rm -rf "$SCRATCH/kit-cache"
-ABLATE_CACHE="$SCRATCH/cache" ablate kit gpu/rehearsal.yaml --out "$SCRATCH/kit-cache" \
+ABLATE_CACHE="$SCRATCH/cache" ablate kit .ci/rehearsal.yaml --out "$SCRATCH/kit-cache" \
     --python "$version" --compile-cache "$SCRATCH/session-whole/compile-cache.tar.xz" &
 kit_pid=$!
 pause_evaluations "$(kit_work "$SCRATCH/kit")/study-2e09"

@@ -20,7 +20,7 @@ started) and nothing finished is ever lost:
    kept beside the replay's plan for comparison;
 5. ``study``: the largest rung of ``LADDER``, then the most fine-tuning seeds, that the time
    model (``electra_ablate.scaleout.replay``: the command replayed job by job, its rates and
-   the card's sharing fitted to the committed stretches in ``gpu/sessions``) says end inside
+   the card's sharing fitted to the committed stretches in ``reports/gpu_sessions``) says end inside
    the time left (``budget.flops``, ``finetune.seeds``), run with ``--workers`` processes
    sharing the GPU; session.json keeps the replayed plan, job by job. While it runs, the
    finished work is collected and packed every ``PACK_EVERY`` seconds (``ablate run --collect``,
@@ -103,7 +103,7 @@ PACK_RESERVE_S = 60.0
 """Seconds kept at the end for stopping the study and its last collect and pack."""
 
 OUT_FILES = 8
-"""The most files a lent GPU node sends back (``gpu/check_session.py`` holds OUT to it)."""
+"""The most files a lent GPU node sends back (``.ci/check_session.py`` holds OUT to it)."""
 OUT_BYTES = 64 * 2**20
 """The most they may weigh together (each at most 16 MiB: ``kept_parts.PART_BYTES``)."""
 RECORD_RESERVE = 2**20
@@ -126,7 +126,7 @@ COMPILE_CACHE_SAVE_S = 20.0
 """The least time left at the end in which the compile cache is still packed and saved."""
 
 REPLAYED_DEVICE = "cuda"
-"""The device the replay's rates were fitted on (one H200, ``gpu/sessions``); a study on
+"""The device the replay's rates were fitted on (one H200, ``reports/gpu_sessions``); a study on
 another device (the CPU rehearsal) runs the ladder's first rung with the spec's seeds."""
 
 
@@ -338,10 +338,17 @@ def tests(session: Session) -> None:
             session.phase("tests", summary=lines[-1].strip("= "))
 
 
+def bench_command(name: str) -> list[str]:
+    """The command of the bench module ``name`` of this package (``pretrain_throughput``,
+    ``finetune_throughput``), run with this Python from the installed wheel: the kit carries
+    the bench inside the project's wheel, not as loose files."""
+    return [sys.executable, "-m", f"{__package__ or 'electra_ablate.scaleout.node'}.{name}"]
+
+
 def bench(session: Session) -> None:
     out = session.out / "bench.json"
     bench_args = session.args.bench_args.split()
-    command = [sys.executable, str(Path(session.args.kit) / "bench" / "pretrain_throughput.py"),
+    command = [*bench_command("pretrain_throughput"),
                "--device", session.args.device, *bench_args, "--json-out", str(out)]  # fmt: skip
     if session.args.device == "cuda":
         command += ["--compile", "true,reduce-overhead", "--profile", str(PROFILE_STEPS)]
@@ -417,7 +424,7 @@ PROFILE_KEYS = ("host_ms", "device_busy_ms", "busy_share_of_timed", "kernels", "
 
 
 def recorded_profile(summary: dict[str, Any]) -> dict[str, Any]:
-    """The figures of a ``bench/step_profile.py`` summary that ``session.json`` keeps (a
+    """The figures of a ``step_profile`` summary that ``session.json`` keeps (a
     fine-tuning profile has no ``busy_share_of_timed``)."""
     return {key: summary[key] for key in PROFILE_KEYS if key in summary}
 
@@ -430,7 +437,7 @@ def finetune(session: Session) -> None:
     out = session.out / "finetune.json"
     modes = [m for m in FINETUNE_MODES if m != "cuda_graphs" or session.args.device == "cuda"]
     glue = Path(session.args.work) / "data" / "glue"
-    command = [sys.executable, str(Path(session.args.kit) / "bench" / "finetune_throughput.py"),
+    command = [*bench_command("finetune_throughput"),
                "--device", session.args.device, "--glue", str(glue),
                "--modes", ",".join(modes), *session.args.finetune_args.split(),
                "--json-out", str(out)]  # fmt: skip
