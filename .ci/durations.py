@@ -30,7 +30,7 @@ TARGET_S = 480.0
 
 BUDGET_S = 540.0
 """Where CI fails today: 9 minutes. On this machine the suite takes 468 s with torch's compile
-cache warm and 509 s in a fresh clone, whose compiled tests compile cold (the cache's keys hold
+cache warm and 471-509 s in a fresh clone, whose compiled tests compile cold (the cache's keys hold
 the source files' paths); until they are under ``TARGET_S`` the gate holds what was measured
 plus a margin, and the log prints both numbers."""
 
