@@ -37,6 +37,8 @@ def check(
         problems.append(
             f"{len(files)} files in OUT, more than {MAX_FILES}: {sorted(map(str, files))}"
         )
+    if not (out / "session.json").is_file():
+        return problems + [f"no session.json in {out}: the session wrote no record (exit {rc})"]
     record = json.loads((out / "session.json").read_text())
     phases = record["phases"]
     statuses = {name: phase["status"] for name, phase in phases.items()}

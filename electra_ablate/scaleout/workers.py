@@ -295,8 +295,9 @@ def run_in_workers(
                         f"resumes in a new pool of {workers} workers",
                         always=True,
                     )
-            pool = new_pool()
             queue.requeue([item for item in lost if deaths.get(item, 0) < MAX_DEATHS])
+            if queue.waiting:  # no new pool (its workers' start-up) for nothing left to do
+                pool = new_pool()
         finished_normally = True
     finally:
         watcher.close()

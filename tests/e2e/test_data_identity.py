@@ -132,6 +132,15 @@ def finished(shared_data_dir, tmp_path_factory) -> dict[str, Path]:
     return {"spec": spec, "out": out, "cache": root / "a", "root": root}
 
 
+@pytest.fixture(scope="module")
+def finished_report(finished) -> Path:
+    """``ablate report`` of the finished study, written once: read-only to the tests."""
+    report = finished["root"] / "report"
+    made = ablate("report", finished["out"], "--out", report, cache=finished["cache"])
+    assert made.returncode == 0, made.stderr
+    return report
+
+
 def tree(folder: Path) -> dict[str, bytes]:
     """Every file of ``folder`` but its lock files (whose note names the last holder)."""
     return {
@@ -179,7 +188,7 @@ def recorded_fingerprint(study: Path) -> str:
 
 
 def test_the_fingerprint_is_in_study_json_every_run_json_the_pack_and_the_report(
-    finished, tmp_path
+    finished, finished_report, tmp_path
 ):
     out = finished["out"]
     fingerprint = recorded_fingerprint(out)
@@ -194,9 +203,7 @@ def test_the_fingerprint_is_in_study_json_every_run_json_the_pack_and_the_report
     with tarfile.open(pack) as tar:
         manifest = json.load(tar.extractfile("tiny/pack.json"))
     assert manifest["data_fingerprints"] == [fingerprint]
-    report = ablate("report", out, "--out", tmp_path / "report", cache=finished["cache"])
-    assert report.returncode == 0, report.stderr
-    assert f"| Data fingerprint | `{fingerprint}` |" in (tmp_path / "report/report.md").read_text()
+    assert f"| Data fingerprint | `{fingerprint}` |" in (finished_report / "report.md").read_text()
 
 
 def test_a_resume_under_a_cache_with_other_data_is_refused_naming_both(finished, tmp_path):
@@ -281,11 +288,11 @@ def test_merge_waits_its_turn_a_study_held_by_a_run_is_not_written(finished, tmp
     assert tree(target) == before
 
 
-def test_merge_refuses_a_report_folder_and_pack_says_what_it_packs(finished, tmp_path):
+def test_merge_refuses_a_report_folder_and_pack_says_what_it_packs(
+    finished, finished_report, tmp_path
+):
     """Case 6: a folder ``ablate report`` wrote is never merged into."""
-    report = tmp_path / "report"
-    made = ablate("report", finished["out"], "--out", report, cache=finished["cache"])
-    assert made.returncode == 0, made.stderr
+    report = finished_report
     before = tree(report)
     pack = tmp_path / "tiny.pack.tar.gz"
     packed = ablate("pack", finished["out"], "--out", pack, cache=finished["cache"])

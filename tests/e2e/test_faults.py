@@ -399,8 +399,11 @@ def one_run_spec(tmp_path: Path, steps: int) -> Path:
     return write_spec(tmp_path / "one.yaml", spec)
 
 
-def kill_workers_once_training(proc: subprocess.Popen, out: Path, after_bytes: int = 0) -> int:
-    """SIGKILL every worker once ELECTRA's log has grown past ``after_bytes``; returns its size."""
+def kill_workers_once_training(
+    proc: subprocess.Popen, out: Path, after_bytes: int = 0, killed: set[int] | None = None
+) -> int:
+    """SIGKILL every worker once ELECTRA's log has grown past ``after_bytes`` (their ids into
+    ``killed``); returns the log's size."""
 
     def logged() -> int:
         logs = list(out.glob("pretrain/electra-*/metrics.jsonl"))
@@ -415,6 +418,8 @@ def kill_workers_once_training(proc: subprocess.Popen, out: Path, after_bytes: i
     for worker in workers_of(proc.pid):
         with contextlib.suppress(ProcessLookupError):  # it ended by itself in between
             os.kill(worker, signal.SIGKILL)
+        if killed is not None:
+            killed.add(worker)
     return logged()
 
 
@@ -450,9 +455,23 @@ def test_an_item_that_keeps_killing_its_worker_is_marked_failed(env, tmp_path):
         "run", spec, "--out", out, "--no-progress", "--workers", "2", env=env, log=tmp_path / "k"
     )
     try:
+        # the baseline's one fine-tune first: then ELECTRA's run is the only item in flight,
+        # and its worker the only one whose death counts
+        wait_for(
+            lambda: list((out / "finetune").glob("*.json")) or proc.poll() is not None,
+            300,
+            "the baseline's fine-tune",
+        )
         size = kill_workers_once_training(proc, out)
-        kill_workers_once_training(proc, out, after_bytes=size)
+        killed: set[int] = set()
+        kill_workers_once_training(proc, out, after_bytes=size, killed=killed)
+        # every item failed or died its last time: nothing is left, so no new pool starts
+        started, deadline = set(), time.monotonic() + 600
+        while proc.poll() is None and time.monotonic() < deadline:
+            started |= set(workers_of(proc.pid)) - killed
+            time.sleep(0.1)
         assert proc.wait(timeout=600) == 1, (tmp_path / "k.err").read_text()
+        assert not started, f"a pool started for no work: workers {sorted(started)}"
     finally:
         stop(proc)
     said = (tmp_path / "k.out").read_text() + (tmp_path / "k.err").read_text()

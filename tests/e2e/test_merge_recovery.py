@@ -11,6 +11,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import polars as pl
@@ -75,7 +76,8 @@ def drop_run(folder: Path, run: Path) -> None:
 
 
 def start_merge(*args: object) -> subprocess.Popen:
-    # process: two merges at once, each holding (or waiting for) the target's lock
+    # process: two merges at once, each holding (or waiting for) the target's lock: one in a
+    # process of its own, the other in the test's (``ablate``), as two users' commands
     return subprocess.Popen(
         [ABLATE, "merge", *map(str, args)],
         cwd=ROOT,
@@ -85,29 +87,61 @@ def start_merge(*args: object) -> subprocess.Popen:
     )
 
 
-@pytest.mark.parametrize("wait", [False, True], ids=["refused", "waits"])
-def test_two_merges_into_one_new_folder_at_once_lose_nothing(smoke, tmp_path, wait):
-    first, second = halves(smoke, tmp_path)
-    alone = tmp_path / "first-alone"
+def until_made(folder: Path, merge: subprocess.Popen) -> None:
+    """Wait (sleeping: no busy loop) until ``merge`` has made ``folder`` (it locks it next), or
+    has ended."""
+    deadline = time.monotonic() + 600
+    while not folder.exists() and merge.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def split(smoke, tmp_path_factory) -> tuple[Path, Path, Path]:
+    """``halves`` of the smoke study and the first half merged alone: read-only to the tests."""
+    root = tmp_path_factory.mktemp("split")
+    first, second = halves(smoke, root)
+    alone = root / "first-alone"
     assert ablate("merge", first, "--into", alone).returncode == 0
+    return first, second, alone
+
+
+# Which source each round's own process merges (the other is merged in the test's process), and
+# whether the test's merge starts once the process has made the new folder (the two overlap: one
+# holds the lock the other meets) or at once (the test's usually finishes first).
+ROUNDS = ((0, True), (1, True), (0, False))
+
+
+@pytest.mark.parametrize("wait", [False, True], ids=["refused", "waits"])
+def test_two_merges_into_one_new_folder_at_once_lose_nothing(smoke, split, tmp_path, wait):
+    first, second, alone = split
+    sources = (first, second)
     extra = ["--wait"] if wait else []
-    for round_ in range(3):
+    for round_, (in_process_of, overlap) in enumerate(ROUNDS):
         into = tmp_path / f"round-{round_}"
-        merges = [start_merge(source, "--into", into, *extra) for source in (first, second)]
-        results = [(m, *m.communicate(timeout=600)) for m in merges]
-        codes = [m.returncode for m, _, _ in results]
+        merge = start_merge(sources[in_process_of], "--into", into, *extra)
+        try:
+            if overlap:
+                until_made(into, merge)
+            here = ablate("merge", sources[1 - in_process_of], "--into", into, *extra)
+            out, err = merge.communicate(timeout=600)
+        finally:
+            merge.kill()
+            merge.wait()
+        there = subprocess.CompletedProcess(merge.args, merge.returncode, out, err)
+        results = [there, here] if in_process_of == 0 else [here, there]
+        codes = [r.returncode for r in results]
         if codes == [0, 0]:
             assert_same_tables(into, smoke)
         else:
-            assert not wait, (codes, [err for _, _, err in results])
-            assert sorted(codes) == [0, 2], [err for _, _, err in results]
+            assert not wait, (codes, [r.stderr for r in results])
+            assert sorted(codes) == [0, 2], [r.stderr for r in results]
             loser = codes.index(2)
-            err = results[loser][2]
+            err = results[loser].stderr
             assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
             assert err.startswith("error: ") and "is in use by `ablate merge" in err, err
             if loser == 1:  # the first's work is whole
                 assert_same_tables(into, alone)
-            rerun = ablate("merge", (first, second)[loser], "--into", into)
+            rerun = ablate("merge", sources[loser], "--into", into)
             assert rerun.returncode == 0, rerun.stderr
             assert_same_tables(into, smoke)
         runs = pl.read_parquet(into / "runs.parquet")
@@ -199,27 +233,28 @@ data:
 backbone:
   preset: micro
 budget:
-  steps: 20
+  steps: 4
   steps_of: electra
   checkpoints: [1.0]
 pretrain:
-  batch_size: 16
+  batch_size: 8
   learning_rate: 1.0e-3
-  warmup_fraction: 0.1
-  log_every: 10
-  eval_batches: 2
+  warmup_fraction: 0.25
+  log_every: 2
+  eval_batches: 1
 objectives:
   - {name: electra}
 finetune:
   tasks: [stsb]
   seeds: [0]
-  caps: {stsb: 128}
-  eval_caps: {stsb: 128}
+  caps: {stsb: 32}
+  eval_caps: {stsb: 32}
   recipe: {epochs: 1, task_epochs: {}}
   baseline: false
 device: cpu
 """
-"""The smoke study's data (its cache is built once per session), one objective, 20 steps."""
+"""The smoke study's data (its cache is built once per session), one objective, 4 steps, one
+fine-tune on 32 examples: what a merge compares is there, at the least training."""
 
 
 @pytest.fixture(scope="module")

@@ -666,8 +666,14 @@ def one_seed_study(directory: Path) -> Path:
     return directory
 
 
-def test_with_one_model_per_label_the_report_says_there_is_no_interval(tmp_path):
-    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+@pytest.fixture(scope="module")
+def one_seed_report(tmp_path_factory) -> Path:
+    """The report of ``one_seed_study``, written once for the tests that read it."""
+    return write_report(one_seed_study(tmp_path_factory.mktemp("one") / "one"))
+
+
+def test_with_one_model_per_label_the_report_says_there_is_no_interval(one_seed_report):
+    text = one_seed_report.read_text(encoding="utf-8")
     assert "gap > spread" not in text and "spread 0.00" not in text
     assert "*One model per objective* (one pre-training and one fine-tuning seed): no interval" in (
         text
@@ -684,7 +690,7 @@ def test_with_one_model_per_label_the_report_says_there_is_no_interval(tmp_path)
     assert table_row(text, "1 | ELECTRA").startswith(
         "| 1 | ELECTRA | `electra` | 79.0 | +18.0 |"  # no seeds column: one model each
     )
-    summary = pl.read_csv(tmp_path / "one" / "report" / "summary.csv")
+    summary = pl.read_csv(one_seed_report.parent / "summary.csv")
     assert summary["n_finetune"].unique().to_list() == [1]
     assert summary["ci_low"].is_nan().all() or summary["ci_low"].is_null().all()
 
@@ -705,8 +711,8 @@ def test_claims_table_gives_each_covered_claim_our_difference_ci_and_verdict(tex
     assert "Seeds that would resolve" not in section  # nothing unresolved here
 
 
-def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(tmp_path):
-    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+def test_a_study_with_no_variance_gets_one_pilot_sentence_not_one_per_claim(one_seed_report):
+    text = one_seed_report.read_text(encoding="utf-8")
     assert "| ELECTRA − BERT | +6.00 | **unresolved at this power** |" in text
     assert "Every claim above — Seeds, draw: 1 × 1, paired." in text
     command = (

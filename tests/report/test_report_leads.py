@@ -29,6 +29,14 @@ def text(tmp_path_factory) -> str:
     return write_report(folder).read_text(encoding="utf-8")
 
 
+@pytest.fixture(scope="module")
+def one_seed_text(tmp_path_factory) -> str:
+    """The synthetic study's report with one fine-tuning seed, written once for the tests that
+    read it."""
+    folder = one_seed_study(tmp_path_factory.mktemp("leads-one") / "synthetic")
+    return write_report(folder).read_text(encoding="utf-8")
+
+
 def glance(text: str) -> str:
     return text.split("## At a glance", 1)[1].split("\n## ", 1)[0]
 
@@ -48,8 +56,8 @@ def test_the_first_screen_holds_the_outcome_the_headline_and_what_is_unresolved(
     assert len(text[: text.index("## Provenance")].splitlines()) < 15
 
 
-def test_one_seed_says_once_on_the_first_screen_why_nothing_is_resolved(tmp_path):
-    lead = glance(write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8"))
+def test_one_seed_says_once_on_the_first_screen_why_nothing_is_resolved(one_seed_text):
+    lead = glance(one_seed_text)
     assert "- **Unresolved**: every difference. One model per label" in lead
     assert lead.count("no interval") == 1  # said once, not per label
 
@@ -135,11 +143,10 @@ def test_an_objective_at_its_defaults_is_the_papers_setting(objective):
     assert paper.setting_departures(runs) == {}
 
 
-def test_the_claims_table_headers_say_what_their_cells_hold(tmp_path):
-    text = write_report(one_seed_study(tmp_path / "claims")).read_text(encoding="utf-8")
-    head = next(x for x in text.splitlines() if x.startswith("| Claim |"))
+def test_the_claims_table_headers_say_what_their_cells_hold(one_seed_text):
+    head = next(x for x in one_seed_text.splitlines() if x.startswith("| Claim |"))
     assert "| Our labels: A − B | Ours: A − B |" in head
-    assert "Ours (A − B)" not in text
+    assert "Ours (A − B)" not in one_seed_text
 
 
 REPORTS = Path(__file__).resolve().parents[2] / "reports"

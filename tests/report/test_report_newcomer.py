@@ -5,6 +5,8 @@ alike marked, figure subtitles and legends that describe what is drawn."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from pathlib import Path
 
 import polars as pl
 import pytest
@@ -17,6 +19,50 @@ from electra_ablate.report import plots, write_report
 PLUMBING = "every objective end to end on micro; a plumbing check, not a science result"
 
 
+@dataclass
+class Drawn:
+    """A report written once for the tests that read it: its markdown and the figures it saved."""
+
+    text: str
+    figures: dict[str, Figure]
+    report: Path  # its folder
+
+
+def draw(directory: Path) -> Drawn:
+    """Write ``directory``'s report, its figures saved as ever, and keep each figure saved for
+    the tests that read its titles and legends (a report takes seconds to draw: the tests that
+    read the same study share one)."""
+    figures: dict[str, Figure] = {}
+    save = plots.save_figure
+
+    def keep(fig: Figure, out: Path, stem: str) -> list[Path]:
+        figures.setdefault(stem, fig)
+        return save(fig, out, stem)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "save_figure", keep)
+        report = write_report(directory)
+    return Drawn(report.read_text(encoding="utf-8"), figures, report.parent)
+
+
+@pytest.fixture(scope="module")
+def three_seeds(tmp_path_factory) -> Drawn:
+    """The synthetic study's report: three fine-tuning seeds per label."""
+    return draw(make_study_dir(tmp_path_factory.mktemp("three") / "synthetic"))
+
+
+@pytest.fixture(scope="module")
+def one_seed(tmp_path_factory) -> Drawn:
+    """The synthetic study's report with one fine-tuning seed: one model per label, written
+    over an earlier report's efficiency figure, which it no longer draws."""
+    directory = one_seed_study(tmp_path_factory.mktemp("one") / "synthetic")
+    report = directory / "report"
+    report.mkdir()
+    for fmt in ("png", "svg"):  # left by an earlier report that drew it
+        (report / f"glue_efficiency.{fmt}").write_text("stale")
+    return draw(directory)
+
+
 def test_the_header_shows_the_specs_description_under_the_title(tmp_path):
     directory = make_study_dir(tmp_path / "described")
     study = json.loads((directory / "study.json").read_text())
@@ -26,14 +72,14 @@ def test_the_header_shows_the_specs_description_under_the_title(tmp_path):
     assert text.startswith(f"# Study `synthetic`\n\n*{PLUMBING}*\n\n## At a glance\n\n")
 
 
-def test_no_description_adds_nothing(tmp_path):
-    text = write_report(make_study_dir(tmp_path / "plain")).read_text(encoding="utf-8")
+def test_no_description_adds_nothing(three_seeds):
+    text = three_seeds.text
     assert text.startswith("# Study `synthetic`\n\n## At a glance\n\n")
     assert "## Provenance\n\n|  |  |" in text
 
 
-def test_with_one_model_per_arm_the_pairs_are_one_line_and_the_pilot_is_said_once(tmp_path):
-    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+def test_with_one_model_per_arm_the_pairs_are_one_line_and_the_pilot_is_said_once(one_seed):
+    text = one_seed.text
     assert "no interval: unresolved |" not in text  # no table row of them
     assert "none of the 6 pairs has an interval" in text
     assert text.count("A pilot with 3 pre-training × 3 fine-tuning seeds") == 1
@@ -43,26 +89,18 @@ def test_with_one_model_per_arm_the_pairs_are_one_line_and_the_pilot_is_said_onc
     assert "Multipliers (B's compute" not in text
 
 
-def test_a_rewritten_report_removes_an_efficiency_figure_it_no_longer_draws(tmp_path):
-    directory = one_seed_study(tmp_path / "stale")
-    report = directory / "report"
-    report.mkdir()
-    for fmt in ("png", "svg"):  # left by an earlier report that drew it
-        (report / f"glue_efficiency.{fmt}").write_text("stale")
-    text = write_report(directory).read_text(encoding="utf-8")
-    assert "glue_efficiency" not in text
-    assert not list(report.glob("glue_efficiency.*"))
+def test_a_rewritten_report_removes_an_efficiency_figure_it_no_longer_draws(one_seed):
+    assert "glue_efficiency" not in one_seed.text
+    assert not list(one_seed.report.glob("glue_efficiency.*"))
 
 
-def test_pairs_with_intervals_keep_their_table(tmp_path):
-    text = write_report(make_study_dir(tmp_path / "three")).read_text(encoding="utf-8")
+def test_pairs_with_intervals_keep_their_table(three_seeds):
+    text = three_seeds.text
     assert "| A | B | A − B | 95% CI |" in text
 
 
-def test_a_task_every_model_scores_alike_is_marked_in_the_table_and_figure(tmp_path, monkeypatch):
-    figures: dict[str, Figure] = {}
-    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
-    text = write_report(make_study_dir(tmp_path / "flat")).read_text(encoding="utf-8")
+def test_a_task_every_model_scores_alike_is_marked_in_the_table_and_figure(three_seeds):
+    text, figures = three_seeds.text, three_seeds.figures
     # the synthetic study's wnli is 99.0 for every model, the baseline included
     # at the checkpoint it holds (issue 69: an earlier one may differ)
     assert "wnli (accuracy, not in GLUE; every model 99.0 at 100%)" in text
@@ -97,12 +135,9 @@ def test_constant_tasks_needs_every_model_baseline_included():
 
 
 @pytest.mark.parametrize(("seeds", "band"), [(3, True), (1, False)])
-def test_the_subtitle_names_a_band_only_when_seeds_draw_one(tmp_path, monkeypatch, seeds, band):
-    figures: dict[str, Figure] = {}
-    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
-    directory = (make_study_dir if seeds > 1 else one_seed_study)(tmp_path / f"s{seeds}")
-    write_report(directory)
-    subtitle = figures["glue_tasks_vs_flops"].get_suptitle()
+def test_the_subtitle_names_a_band_only_when_seeds_draw_one(request, seeds, band):
+    drawn = request.getfixturevalue("three_seeds" if seeds > 1 else "one_seed")
+    subtitle = drawn.figures["glue_tasks_vs_flops"].get_suptitle()
     assert ("band: min–max over seeds" in subtitle) is band
 
 

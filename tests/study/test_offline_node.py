@@ -21,6 +21,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 import yaml
+from ablate_cli import ablate as at_home
+from ablate_cli import needs_ablate
 
 from electra_ablate.scaleout import kit
 
@@ -69,6 +71,8 @@ TINY = {
 
 
 def ablate(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``ablate ARGS`` in a process of its own: the node's commands, where the blocker (a
+    ``sitecustomize``) must take effect in a fresh interpreter."""
     command = shutil.which("ablate")
     if command is None:
         pytest.skip("the ablate console script is not installed")
@@ -87,12 +91,14 @@ def test_the_blocker_blocks(tmp_path):
 
 
 @pytest.mark.slow
+@needs_ablate  # before the home side's prepare: the node's commands need the console script
 def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_path):
     spec = tmp_path / "node.yaml"
     spec.write_text(yaml.safe_dump(TINY))
     home = {**os.environ, "ABLATE_DATA_DIR": str(shared_data), "ABLATE_CACHE": str(tmp_path)}
     bundle = tmp_path / "bundle"
-    made = ablate("data", "prepare", spec, "--bundle", bundle, env=home)
+    # at home (polars and datasets installed): in this process (ablate_cli.ablate)
+    made = at_home("data", "prepare", spec, "--bundle", bundle, env=home)
     assert made.returncode == 0, made.stderr
 
     blocker = tmp_path / "node-site"
@@ -101,6 +107,7 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     node = {**home, "ABLATE_DATA_DIR": str(tmp_path / "no-raw-data"), "PYTHONPATH": str(blocker)}
     node.pop("ABLATE_CACHE")
     out = tmp_path / "node-out"
+    # process: on the node, each command in a fresh interpreter the blocker reaches
     # the session's plan phase: the dry run, its estimate's probes included (one wrote its
     # probe table with polars, and only the rehearsal's log showed the node's plan failing)
     plan = ablate("run", spec, "--out", out, "--data-bundle", bundle, "--dry-run", env=node)
@@ -112,7 +119,7 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     assert packed.returncode == 0, packed.stderr
 
     merged = tmp_path / "home"
-    assert ablate("merge", pack, "--into", merged, env=home).returncode == 0
+    assert at_home("merge", pack, "--into", merged, env=home).returncode == 0
     results = pl.read_parquet(merged / "results.parquet")
     assert set(results["task"]) == {"rte", "rtd_unigram", "rte_probe"}
     assert results["value"].is_finite().all()
@@ -120,7 +127,7 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     assert runs.filter(pl.col("objective") == "electra")["status"].to_list() == ["done"]
     curve = pl.read_parquet(out / "pretrain_metrics.parquet")
     assert curve["step"].max() == 6 and curve["loss"].dtype == pl.Float64
-    report = ablate("report", merged, env=home)
+    report = at_home("report", merged, env=home)
     assert report.returncode == 0, report.stderr
 
 
