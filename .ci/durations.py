@@ -28,11 +28,12 @@ from typing import Any
 TARGET_S = 480.0
 """What the README's test command should take on 2 cores: 8 minutes (issue 70)."""
 
-BUDGET_S = 540.0
-"""Where CI fails today: 9 minutes. On this machine the suite takes 468 s with torch's compile
-cache warm and 471-509 s in a fresh clone, whose compiled tests compile cold (the cache's keys hold
-the source files' paths); until they are under ``TARGET_S`` the gate holds what was measured
-plus a margin, and the log prints both numbers."""
+BUDGET_S = 600.0
+"""Where CI fails today: 10 minutes. A fresh clone on a machine whose torch compile cache is
+cold, as a new CI machine's is, took 542 s (2026-11-29): its four compiled-path tests compile
+every kernel from nothing, about 125 s of the suite's wall time, against 445-509 s for fresh
+clones that found this machine's kernels cached. Until a cold run is under ``TARGET_S`` the gate
+holds what was measured plus a margin, and the log prints both numbers."""
 
 SLOWEST = 10
 
