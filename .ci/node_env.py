@@ -17,7 +17,6 @@ wheels into a folder of its own (``pip install --target``).
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import sysconfig
 import venv
@@ -25,20 +24,17 @@ from importlib.metadata import Distribution, PackageNotFoundError, distribution
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from electra_ablate.scaleout.kit import CARRIED, NODE_EXTRAS, NODE_PACKAGES
-
-
-def canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def closure(roots: tuple[str, ...], left_out: tuple[str, ...]) -> dict[str, Distribution]:
     """The installed distributions ``roots`` need, transitively (requirements whose markers
     hold here, no extras), less ``left_out``."""
-    skip = {canonical(n) for n in left_out}
+    skip = {canonicalize_name(n) for n in left_out}
     found: dict[str, Distribution] = {}
-    todo = [canonical(n) for n in roots]
+    todo = [canonicalize_name(n) for n in roots]
     while todo:
         name = todo.pop()
         if name in found or name in skip:
@@ -51,7 +47,7 @@ def closure(roots: tuple[str, ...], left_out: tuple[str, ...]) -> dict[str, Dist
         for line in dist.requires or []:
             req = Requirement(line)
             if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(canonical(req.name))
+                todo.append(canonicalize_name(req.name))
     return found
 
 
