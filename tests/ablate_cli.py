@@ -38,6 +38,7 @@ import torch
 from electra_ablate.cli import run_cli
 from electra_ablate.evaluation.glue.data import glue_example_counts
 from electra_ablate.infra.entry_points import _scan as entry_point_scan
+from electra_ablate.infra.tracking.fanout import turn_on_again
 from electra_ablate.pretraining.engine.compiling import use_compile_cache
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +73,8 @@ def needs_extra(module: str, extra: str) -> Callable[[T], T]:
 PER_PROCESS_CACHES = (glue_example_counts, use_compile_cache, entry_point_scan)
 """What a command settles once per process (``functools.cache``): cleared before each in-process
 call, so that a call sees what a fresh process would (another data folder's sizes, the compile
-cache its environment names, plugins installed since)."""
+cache its environment names, plugins installed since). So are the trackers an earlier call
+turned off (``turn_on_again``): a fresh process starts with every tracker on."""
 
 
 def ablate(
@@ -140,6 +142,7 @@ def _fresh_process(argv: list[str], env: dict | None, umask: int | None) -> Iter
     saved_umask = os.umask(umask) if umask is not None else None
     for cached in PER_PROCESS_CACHES:
         cached.cache_clear()
+    turn_on_again()
     if env is not None:
         os.environ.clear()
         os.environ.update({k: str(v) for k, v in env.items()})
@@ -162,6 +165,7 @@ def _fresh_process(argv: list[str], env: dict | None, umask: int | None) -> Iter
             torch._dynamo.reset()  # compiled code and its recompile counts are a process's
         for cached in PER_PROCESS_CACHES:
             cached.cache_clear()
+        turn_on_again()
 
 
 def _imported_from(module: object, folders: list[str]) -> bool:

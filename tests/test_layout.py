@@ -222,23 +222,28 @@ def test_the_checker_finds_a_planted_cycle_upward_import_and_lazy_import(tmp_pat
 
 # ------------------------------------------------------------------------------ the package
 
-EDGES = import_graph(SOURCES, PACKAGE)
+
+@pytest.fixture(scope="module")
+def edges() -> list[Edge]:
+    """The package's graph, read when a test asks for it (not at collection, where every
+    worker would read it)."""
+    return import_graph(SOURCES, PACKAGE)
 
 
-def test_the_package_has_no_import_circles():
-    found = cycles(EDGES)
+def test_the_package_has_no_import_circles(edges):
+    found = cycles(edges)
     assert found == [], "import circles:\n" + "\n".join(" -> ".join(c) for c in found)
 
 
-def test_no_module_imports_from_a_higher_wing():
-    found = upward(EDGES, PACKAGE, LAYERS)
+def test_no_module_imports_from_a_higher_wing(edges):
+    found = upward(edges, PACKAGE, LAYERS)
     assert found == [], f"imports from a higher wing ({' < '.join(LAYERS)}):\n" + "\n".join(
         map(str, found)
     )
 
 
-def test_project_imports_sit_at_the_top_of_the_file_outside_the_cli():
-    found = [e for e in lazy(EDGES, PACKAGE, LAZY_IMPORTS_ALLOWED)]
+def test_project_imports_sit_at_the_top_of_the_file_outside_the_cli(edges):
+    found = [e for e in lazy(edges, PACKAGE, LAZY_IMPORTS_ALLOWED)]
     assert found == [], "project imports inside functions:\n" + "\n".join(map(str, found))
 
 

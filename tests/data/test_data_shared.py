@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from real_corpus import MAX_DOCUMENTS, VOCAB_SIZE, prepare_real_subset
 
-from electra_ablate.data.config import DataSpec
-from electra_ablate.data.pretraining import prepare_pretraining
 from electra_ablate.evaluation.glue.data import encode_glue, load_glue_task
 
 pytestmark = pytest.mark.slow
@@ -21,21 +20,15 @@ GLUE_ROWS = {
 }
 
 
-def test_prepare_real_corpus_subset_and_glue(shared_data: Path, tmp_path: Path):
-    spec = DataSpec.model_validate(
-        {
-            "corpus": {"paths": [str(shared_data / "corpus")], "max_documents": 3000},
-            "tokenizer": {"vocab_size": 8000},
-            "glue": str(shared_data / "glue"),
-            "cache_dir": str(tmp_path / "cache"),
-        }
-    )
-    data = prepare_pretraining(spec, 128)
+def test_prepare_real_corpus_subset_and_glue(shared_data_dir: Path, session_dir: Path):
+    """A capped subset of the real corpus (the session's, which the probe tests read too) and
+    every GLUE task encoded with its tokenizer."""
+    spec, data = prepare_real_subset(shared_data_dir, session_dir)
     summary = data.summary
-    assert summary["documents"]["train"] + summary["documents"]["heldout"] == 3000
+    assert summary["documents"]["train"] + summary["documents"]["heldout"] == MAX_DOCUMENTS
     assert summary["documents"]["heldout"] > 0 and summary["sequences"]["heldout"] > 0
     assert summary["sequences"]["train"] > 5000
-    assert data.vocab_size == 8000
+    assert data.vocab_size == VOCAB_SIZE
     assert summary["unk_rate_heldout"] < 0.01
 
     for task, (train_rows, validation_rows) in GLUE_ROWS.items():

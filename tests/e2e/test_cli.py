@@ -1,7 +1,7 @@
-"""The CLI's error policy, tested through the installed ``ablate`` console script in a
-subprocess (not through a test runner, so a dependency upgrade that changes how errors are
-raised cannot hide a crash): usage and input errors exit 2 with one line, failures while running
-exit 1 with one line, never a traceback unless asked for."""
+"""The CLI's error policy, tested through the CLI's entry function as the console script calls
+it (``ablate_cli.ablate``, in this process: its exit code and its stdout and stderr as a process
+would give them): usage and input errors exit 2 with one line, failures while running exit 1
+with one line, never a traceback unless asked for."""
 
 from __future__ import annotations
 

@@ -2,9 +2,10 @@
 the same results table (same units, same numbers, to the bit) whether the study runs in one
 process (the session's reference, ``conftest.smoke_study``), as ``submitit`` jobs, as two shards
 merged with ``ablate merge``, or from a data bundle on a node with no raw data. Each way runs the
-smoke spec cut to the electra run and the baseline (so the added CI time stays small) and is
-compared with the reference's rows of those units. SLURM itself is stood in for by a fake
-``sbatch`` that records the scripts it is given: what a cluster would be asked to run."""
+smoke spec cut to the electra run and the baseline (so the added CI time stays small; the local
+jobs, an interpreter each, run electra's unit alone) and is compared with the reference's rows of
+those units. SLURM itself is stood in for by a fake ``sbatch`` that records the scripts it is
+given: what a cluster would be asked to run."""
 
 from __future__ import annotations
 
@@ -39,16 +40,27 @@ def electra_spec(tmp_path_factory) -> Path:
     return path
 
 
-def same_results_as_reference(folder: Path, reference: Path) -> None:
+@pytest.fixture(scope="module")
+def electra_alone_spec(electra_spec) -> Path:
+    """The electra spec without its baseline (``finetune.baseline: false``): electra's unit, with
+    the same ids, alone."""
+    spec = yaml.safe_load(electra_spec.read_text())
+    spec["finetune"]["baseline"] = False
+    path = electra_spec.with_name("electra-alone.yaml")
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def same_results_as_reference(folder: Path, reference: Path, units: int = 2) -> None:
     """``folder``'s results table is the reference's rows of the same units, to the bit (timings
-    and the study's name aside), and its runs are the reference's runs."""
+    and the study's name aside), and its ``units`` runs are the reference's runs."""
     keys = [k for k in KEY_COLUMNS if k != "study"]
     mine = pl.read_parquet(folder / "results.parquet").drop("study", "wall_s").sort(keys)
     theirs = pl.read_parquet(reference / "results.parquet").drop("study", "wall_s")
     theirs = theirs.join(mine.select("run_id").unique(), on="run_id").select(mine.columns)
     assert len(mine) > 0 and mine.equals(theirs.sort(keys))
     runs = pl.read_parquet(folder / "runs.parquet")
-    assert (runs["status"] == "done").all() and len(runs) == 2, runs
+    assert (runs["status"] == "done").all() and len(runs) == units, runs
     assert set(runs["run_id"]) <= set(pl.read_parquet(reference / "runs.parquet")["run_id"])
 
 
@@ -58,19 +70,23 @@ def one_line(result: subprocess.CompletedProcess, *needles: str) -> None:
 
 @needs_extra("submitit", "slurm")
 def test_submitit_local_jobs_give_the_in_process_results(
-    smoke_study, smoke_env, electra_spec, tmp_path
+    smoke_study, smoke_env, electra_alone_spec, tmp_path
 ):
+    """Electra's unit alone: its pre-training job, then its fine-tunes' job once the run is done
+    (the baseline's jobs are the same two kinds; the SLURM test below sees all four submitted).
+    Each job is an interpreter of its own, started by submitit."""
     out = tmp_path / "runs" / "electra"
     local = ("--launcher", "submitit-local")
-    result = ablate("run", electra_spec, "--out", out, *local, env=smoke_env)
+    # process: a job system that starts interpreters (submitit's controller and its job, each)
+    result = ablate("run", electra_alone_spec, "--out", out, *local, env=smoke_env)
     assert result.returncode == 0, result.stderr
     # one job per pre-training unit, then one per unit's batch of fine-tunes, each with its log
-    assert "submitted 2 submitit-local job(s) (2 pre-training, 0 fine-tuning)" in result.stdout
+    assert "submitted 1 submitit-local job(s) (1 pre-training, 0 fine-tuning)" in result.stdout
     logs = sorted(out.glob("jobs/*_log.out"))
-    assert len(logs) == 4, logs
-    assert "fine-tune jobs 2/2" in result.stderr  # the progress line, on a pipe: plain lines
-    same_results_as_reference(out, smoke_study)
-    again = ablate("run", electra_spec, "--out", out, *local, env=smoke_env)
+    assert len(logs) == 2, logs
+    assert "fine-tune jobs 1/1" in result.stderr  # the progress line, on a pipe: plain lines
+    same_results_as_reference(out, smoke_study, units=1)
+    again = ablate("run", electra_alone_spec, "--out", out, *local, env=smoke_env)
     assert again.returncode == 0 and "submitted" not in again.stdout  # nothing left to do
 
 

@@ -6,10 +6,8 @@ unit, not a conflict; ``merged_from`` names each source once, with its provenanc
 from __future__ import annotations
 
 import json
-import resource
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from ablate_cli import ABLATE, E2E, ROOT, ablate, one_line_error
+from full_disk import files_limited_to
 
 TABLES = ("results.parquet", "runs.parquet", "pretrain_metrics.parquet")
 pytestmark = E2E
@@ -154,20 +153,8 @@ def test_two_merges_into_one_new_folder_at_once_lose_nothing(smoke, split, tmp_p
 def merge_with_file_limit(limit: int, *args: object) -> subprocess.CompletedProcess:
     """``ablate merge ARGS`` where no file may grow past ``limit`` bytes: its writes fail as on
     a full disk (EFBIG, which the toolkit treats as ENOSPC), at a known file."""
-
-    def limit_files() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a failed write, not a killed process
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    # process: a file size limit (and its signal's disposition) is a process's
-    return subprocess.run(
-        [ABLATE, "merge", *map(str, args)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        preexec_fn=limit_files,
-    )
+    with files_limited_to(limit):
+        return ablate("merge", *args)
 
 
 def test_a_merge_stopped_by_a_full_disk_is_finished_by_the_same_command(smoke, tmp_path):

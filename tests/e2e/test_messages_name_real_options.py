@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import os
 import re
-import resource
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from ablate_cli import ABLATE, E2E, ROOT, ablate, one_line_error
+from ablate_cli import E2E, ablate, one_line_error
+from full_disk import files_limited_to
 
 from electra_ablate.infra.layout import StudyLayout
 from electra_ablate.infra.locks import FolderLock
@@ -124,23 +124,12 @@ def locked(folder: Path) -> FolderLock:
     return lock
 
 
-def small_files() -> None:
-    """In the child: files may not grow past 2 kB, so the first real write is refused as a
-    full disk's is (EFBIG, one of the refusals ``storage.NO_ROOM`` names)."""
-    resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
-
-
 def on_a_full_disk(*args: object, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``ablate ARGS`` whose writes the disk refuses (``small_files``)."""
-    return subprocess.run(
-        [ABLATE, *map(str, args)],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=small_files,
-    )
+    """``ablate ARGS`` whose writes the disk refuses: files may not grow past 2 kB, so the first
+    real write is refused as a full disk's is (EFBIG, one of the refusals ``storage.NO_ROOM``
+    names)."""
+    with files_limited_to(2000):
+        return ablate(*args, env=env)
 
 
 def test_merge_into_a_locked_folder(tiny):

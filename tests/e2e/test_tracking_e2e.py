@@ -363,10 +363,9 @@ def test_failing_trackers_warn_once_each_and_a_later_run_catches_them_up(tracked
     assert all(list(p.glob("events.out.tfevents.*")) for p in out.glob("*/*/tensorboard"))
     assert len(list(out.glob("*/*/tensorboard"))) == len(tracked.units)
 
-    # process: W&B keeps per-process state (wandb.setup's singleton, made by an earlier call);
-    # in this process the catch-up's runs did not land in the WANDB_DIR this call names
+    # in process: a fresh process's trackers (none turned off) are the harness's to give
     later_env = tracker_env(tracked.env, tracked.root, f"file:{blocker}-mlruns")
-    later = ablate(*args, env=later_env, process=True)
+    later = ablate(*args, env=later_env)
     assert later.returncode == 0 and later.stderr == "", later.stderr
     runs = wandb_runs(tracked.root / "wandb")
     own = {run_id: run for run_id, run in runs.items() if run.groups == {name}}

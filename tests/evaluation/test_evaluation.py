@@ -15,6 +15,7 @@ import sys
 import textwrap
 
 import pytest
+from ablate_cli import ablate
 
 from electra_ablate.cli import run_cli
 from electra_ablate.conformance import TASK_RULES, ContractError, check_task
@@ -260,20 +261,14 @@ def test_a_task_that_reports_an_undeclared_metric_breaks_the_contract(probes):
         check_task(leaky)
 
 
-@pytest.mark.slow  # process: the installed console script
-def test_installed_ablate_lists_tasks_and_rejects_an_unknown_one_in_one_line():
-    import shutil
-    import subprocess
-
-    ablate = shutil.which("ablate")
-    if ablate is None:
-        pytest.skip("the ablate script is not installed")
-    listed = subprocess.run([ablate, "tasks", "--json"], capture_output=True, text=True)
+def test_ablate_lists_tasks_and_rejects_an_unknown_one_in_one_line():
+    """Through the CLI's entry function, as the console script runs it (``ablate_cli.ablate``)."""
+    listed = ablate("tasks", "--json")
     assert listed.returncode == 0, listed.stderr
     tasks = {t["name"]: t for t in json.loads(listed.stdout)}
     assert tasks["rte"]["family"] == "glue" and tasks["rte"]["aggregate"] == "GLUE score"
     assert tasks["wnli"]["aggregate"] is None and tasks["cola"]["headline"] == "matthews"
-    unknown = subprocess.run([ablate, "check", "--task", "rtee"], capture_output=True, text=True)
+    unknown = ablate("check", "--task", "rtee")
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
     assert unknown.stderr.strip().splitlines() == [
         "error: unknown task 'rtee' (did you mean 'rte'?); registered: " + ", ".join(tasks)

@@ -7,10 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from real_corpus import prepare_real_subset
 
 from electra_ablate.data.batches import column_matrix
-from electra_ablate.data.config import DataSpec
-from electra_ablate.data.pretraining import data_vocab, prepare_pretraining
+from electra_ablate.data.pretraining import data_vocab
 from electra_ablate.evaluation.probes.corruption_sources import (
     CORRUPTION_SOURCES,
     BigramTable,
@@ -26,20 +26,8 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def reference_aucs(shared_data_dir: Path, tmp_path_factory) -> dict[str, dict[str, float]]:
-    spec = DataSpec.model_validate(
-        {
-            "corpus": {
-                "paths": [str(shared_data_dir / "corpus")],
-                "max_documents": 4000,
-                "heldout_fraction": 0.05,
-            },
-            "tokenizer": {"vocab_size": 4096},
-            "glue": str(shared_data_dir / "glue"),
-            "cache_dir": str(tmp_path_factory.mktemp("cache")),
-        }
-    )
-    data = prepare_pretraining(spec, 128)
+def reference_aucs(shared_data_dir: Path, session_dir: Path) -> dict[str, dict[str, float]]:
+    _, data = prepare_real_subset(shared_data_dir, session_dir)  # tests/data reads it too
     vocab = data_vocab(data)
     bigrams = BigramTable.from_sequences(
         column_matrix(data.train, "input_ids"), data.vocab_size, data.special.ids

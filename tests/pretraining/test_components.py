@@ -205,15 +205,18 @@ def test_the_discriminator_learns_to_detect_replacements_from_context_alone():
     """Every sequence repeats one token, and replacements are drawn uniformly: a token's identity
     says nothing about its label, only its neighbours do. The whole ELECTRA objective (unigram
     generator, micro backbone) must learn that, after the plateau a comparison with context
-    starts on (AUC about 0.5 until step ~450 with this seed, 1.0 by step 800). A wiring fault
-    that hides the context or misaligns labels with positions keeps it at 0.5 for good."""
+    starts on (AUC about 0.5 until step ~450 with this seed, above 0.95 from step ~500). A
+    wiring fault that hides the context or misaligns labels with positions keeps it at 0.5 for
+    good."""
     torch.manual_seed(0)
     vocab = Vocab.uniform(64)
     backbone = preset("micro").model_copy(
         update={"vocab_size": 64, "dropout": 0.0, "attention_dropout": 0.0}
     )
     electra = build_objective("electra", backbone, {"generator": "unigram"}, vocab)
-    opt = torch.optim.AdamW(electra.parameters(), lr=1e-3)
+    # fused: AdamW's one-kernel update (torch>=2.4 on CPU), a fifth of the test's time saved
+    # over the per-tensor loop; the same plateau and the same climb out of it with this seed
+    opt = torch.optim.AdamW(electra.parameters(), lr=1e-3, fused=True)
 
     def repeated_tokens() -> dict[str, torch.Tensor]:
         picks = torch.randint(0, len(vocab.ordinary_ids), (32, 1))

@@ -52,7 +52,9 @@ def worker(rank: int, world_size: int, store: str, run_dir: str, out: str) -> No
 @pytest.mark.slow
 def test_a_nan_on_one_rank_stops_every_rank_with_the_same_line(tmp_path):
     store = str(tmp_path / "store")
-    mp.spawn(worker, args=(2, store, str(tmp_path / "run"), str(tmp_path)), nprocs=2, join=True)
+    # forked, not spawned: a fresh interpreter's imports (~2 CPU-s a rank) add nothing here
+    args = (2, store, str(tmp_path / "run"), str(tmp_path))
+    mp.start_processes(worker, args=args, nprocs=2, join=True, start_method="fork")
     lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     expected = (
         f"TrainingDiverged: non-finite loss at step {NAN_STEP} (stage main): mlm_loss=nan "

@@ -1,5 +1,6 @@
-"""Two gloo processes (as torchrun would start them) train exactly like one process with the
-same global batch: the data is sharded by rank and gradients are averaged across ranks."""
+"""Two gloo processes (ranks as torchrun would make them, forked from the test's process)
+train exactly like one process with the same global batch: the data is sharded by rank and
+gradients are averaged across ranks."""
 
 from __future__ import annotations
 
@@ -36,7 +37,9 @@ def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
 def test_two_gloo_ranks_match_one_process_with_the_same_global_batch(tmp_path):
     deterministic_trainer(tmp_path / "single", global_batch=8, rank=0, world_size=1).train()
     store = str(tmp_path / "store")
-    mp.spawn(worker, args=(2, store, str(tmp_path / "ddp")), nprocs=2, join=True)
+    # forked, not spawned: a fresh interpreter's imports (~2 CPU-s a rank) add nothing here
+    args = (2, store, str(tmp_path / "ddp"))
+    mp.start_processes(worker, args=args, nprocs=2, join=True, start_method="fork")
     single, ddp = final_weights(tmp_path / "single"), final_weights(tmp_path / "ddp")
     assert single.keys() == ddp.keys()
     for name in single:

@@ -5,7 +5,7 @@ fine-tuning bench's ``--device``."""
 from __future__ import annotations
 
 import os
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -67,14 +67,14 @@ def test_the_engine_tests_objective_builds_its_tensors_on_the_batchs_device():
     assert made.devices == {torch.device("meta")}
 
 
-@pytest.mark.slow
-def test_the_finetune_bench_takes_a_device_and_refuses_a_missing_gpu():
+def test_the_finetune_bench_takes_a_device_and_refuses_a_missing_gpu(monkeypatch, capsys):
+    """The bench's script run as ``__main__`` in this process: its refusal is argparse's, exit 2
+    and the reason on stderr."""
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
-    bench = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "finetune_throughput.py"), "--device", "cuda"],
-        capture_output=True,
-        text=True,
-    )
-    assert bench.returncode == 2
-    assert "--device cuda: CUDA is not available" in bench.stderr
+    script = ROOT / "bench" / "finetune_throughput.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--device", "cuda"])
+    with pytest.raises(SystemExit) as exited:
+        runpy.run_path(str(script), run_name="__main__")
+    assert exited.value.code == 2
+    assert "--device cuda: CUDA is not available" in capsys.readouterr().err

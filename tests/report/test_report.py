@@ -180,13 +180,14 @@ def make_study_dir(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def study_dir(tmp_path_factory) -> Path:
-    return make_study_dir(tmp_path_factory.mktemp("runs") / "synthetic")
+def study_dir(synthetic) -> Path:
+    """The synthetic study's folder (``conftest.synthetic`` wrote its report; never changed)."""
+    return synthetic.report.parent
 
 
 @pytest.fixture(scope="module")
-def report(study_dir) -> Path:
-    path = write_report(study_dir)
+def report(synthetic) -> Path:
+    path = synthetic.report / "report.md"
     REPORTS.insert(0, path.parent)
     return path
 
@@ -566,10 +567,20 @@ def test_cli_fails_in_one_line_without_results(tmp_path, monkeypatch):
     assert "no study results under runs/" in str(result.exception)
 
 
-def test_notes_go_in_as_a_discussion_after_the_final_tables(study_dir, tmp_path):
-    notes = tmp_path / "notes.md"
-    notes.write_text("The ordering holds, but the gaps are within the seed spread.\n")
-    text = write_report(study_dir, tmp_path / "r", notes).read_text(encoding="utf-8")
+NOTES = "The ordering holds, but the gaps are within the seed spread.\n"
+
+
+@pytest.fixture(scope="module")
+def noted(study_dir, tmp_path_factory) -> tuple[Path, Path]:
+    """The synthetic study's report written with notes (a file without a heading of its own),
+    once for the tests that read it: the notes file and the report."""
+    notes = tmp_path_factory.mktemp("notes") / "mine.md"
+    notes.write_text(NOTES)
+    return notes, write_report(study_dir, notes.parent / "first", notes)
+
+
+def test_notes_go_in_as_a_discussion_after_the_final_tables(study_dir, noted, tmp_path):
+    text = noted[1].read_text(encoding="utf-8")
     discussion = text.index("## Discussion\n\nThe ordering holds, but the gaps")
     assert text.index("**Measured ordering**") < discussion
     result = CliRunner().invoke(
@@ -631,13 +642,11 @@ def test_a_report_folder_keeps_its_tables_and_reports_again_to_the_same_markdown
     assert third.read_text(encoding="utf-8") == again.read_text(encoding="utf-8")
 
 
-def test_a_report_folder_regenerates_with_its_notes(study_dir, tmp_path):
-    notes = tmp_path / "mine.md"
-    notes.write_text("## Discussion\n\nThe gaps are what the pairing resolves.\n")
-    first = write_report(study_dir, tmp_path / "first", notes)
-    assert (tmp_path / "first" / "notes.md").read_text() == notes.read_text()
-    second = write_report(tmp_path / "first", tmp_path / "second")  # no --notes: its own
-    assert "The gaps are what the pairing resolves." in second.read_text(encoding="utf-8")
+def test_a_report_folder_regenerates_with_its_notes(noted, tmp_path):
+    notes, first = noted
+    assert (first.parent / "notes.md").read_text() == notes.read_text()
+    second = write_report(first.parent, tmp_path / "second")  # no --notes: its own
+    assert NOTES.strip() in second.read_text(encoding="utf-8")
     assert second.read_text(encoding="utf-8") == first.read_text(encoding="utf-8")
 
 
@@ -667,9 +676,9 @@ def one_seed_study(directory: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def one_seed_report(tmp_path_factory) -> Path:
-    """The report of ``one_seed_study``, written once for the tests that read it."""
-    return write_report(one_seed_study(tmp_path_factory.mktemp("one") / "one"))
+def one_seed_report(one_seed) -> Path:
+    """The report of ``one_seed_study`` (``conftest.one_seed``)."""
+    return one_seed.report / "report.md"
 
 
 def test_with_one_model_per_label_the_report_says_there_is_no_interval(one_seed_report):
@@ -766,11 +775,8 @@ def probe_rows() -> list[dict[str, object]]:
     return rows
 
 
-def test_probes_csv_has_every_probe_checkpoint_and_the_reference_rows(tmp_path):
-    directory = make_study_dir(tmp_path / "probed")
-    write_table(directory / "results.parquet", probe_rows())
-    write_report(directory)
-    path = directory / "report" / "probes.csv"
+def test_probes_csv_has_every_probe_checkpoint_and_the_reference_rows(probed):
+    path = probed.report / "probes.csv"
     header = path.read_text(encoding="utf-8").splitlines()[0]
     assert header == "objective,label,budget_fraction,task,metric,median,min,max,n"
     probes = pl.read_csv(path)
@@ -809,12 +815,7 @@ def test_committed_probes_csv_is_what_its_committed_results_give(study):
     assert np.allclose(committed["median"].to_numpy(), expected["median"].to_numpy(), atol=5e-4)
 
 
-def test_the_recipe_row_shows_the_fine_tuning_recipe_once_not_the_probes_unused_one(tmp_path):
-    directory = make_study_dir(tmp_path / "probed")
-    write_table(directory / "results.parquet", probe_rows())
-    study = json.loads((directory / "study.json").read_text())
-    study["evaluation"] = {"tasks": ["rtd_unigram"], "recipe": {"lr": 1e-4, "epochs": 3}}
-    (directory / "study.json").write_text(json.dumps(study))
-    text = write_report(directory).read_text(encoding="utf-8")
+def test_the_recipe_row_shows_the_fine_tuning_recipe_once_not_the_probes_unused_one(probed):
+    text = probed.text
     row = table_row(text, "Fine-tuning recipe")
     assert row.count("lr=") == 1 and "lr=0.0003" in row

@@ -38,8 +38,9 @@ REPORTS = Path(__file__).resolve().parents[2] / "reports"
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory) -> Path:
-    return write_report(make_study_dir(tmp_path_factory.mktemp("efficiency") / "synthetic"))
+def report(synthetic) -> Path:
+    """The synthetic study's report (``conftest.synthetic``)."""
+    return synthetic.report / "report.md"
 
 
 def multiplier(table: pl.DataFrame, a: str, b: str, fraction: float) -> dict:

@@ -34,8 +34,8 @@ def bert_with_one_model(directory: Path) -> Path:
     return directory
 
 
-def test_with_no_interval_anywhere_figures_are_bare_and_the_reason_is_said_once(tmp_path):
-    text = write_report(one_seed_study(tmp_path / "one")).read_text(encoding="utf-8")
+def test_with_no_interval_anywhere_figures_are_bare_and_the_reason_is_said_once(one_seed):
+    text = one_seed.text  # the report of ``one_seed_study`` (``conftest.one_seed``)
     assert "no CI" not in text and NO_INTERVAL not in text
     glue = next(s for s in sections(text) if s.startswith("## GLUE: results at the final"))
     # no column promises an interval that no cell has

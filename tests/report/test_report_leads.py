@@ -11,7 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 from matplotlib.image import imread
-from test_report import make_study_dir, one_seed_study, table_row
+from test_report import make_study_dir, table_row
 
 from electra_ablate.analysis import paper
 from electra_ablate.analysis.efficiency import Curve, Efficiency, Multiplier
@@ -24,17 +24,15 @@ from electra_ablate.report.pretraining import one_class_note
 
 
 @pytest.fixture(scope="module")
-def text(tmp_path_factory) -> str:
-    folder = make_study_dir(tmp_path_factory.mktemp("leads") / "synthetic")
-    return write_report(folder).read_text(encoding="utf-8")
+def text(synthetic) -> str:
+    """The synthetic study's report (``conftest.synthetic``)."""
+    return synthetic.text
 
 
 @pytest.fixture(scope="module")
-def one_seed_text(tmp_path_factory) -> str:
-    """The synthetic study's report with one fine-tuning seed, written once for the tests that
-    read it."""
-    folder = one_seed_study(tmp_path_factory.mktemp("leads-one") / "synthetic")
-    return write_report(folder).read_text(encoding="utf-8")
+def one_seed_text(one_seed) -> str:
+    """The synthetic study's report with one fine-tuning seed (``conftest.one_seed``)."""
+    return one_seed.text
 
 
 def glance(text: str) -> str:

@@ -64,21 +64,22 @@ def header_lines(text: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def merged(tmp_path_factory) -> dict[str, str]:
+def merged_text(tmp_path_factory) -> str:
+    """The merged study's report, written once for the tests that read it."""
     directory = make_study_dir(tmp_path_factory.mktemp("merged") / "synthetic")
     study = json.loads((directory / "study.json").read_text())
     study |= FIRST | {"merged_from": MERGED_FROM}  # as merge writes it: the first source's
     (directory / "study.json").write_text(json.dumps(study))
-    return header_lines(write_report(directory).read_text(encoding="utf-8"))
+    return write_report(directory).read_text(encoding="utf-8")
 
 
-def test_the_first_screen_gives_no_wall_time_for_a_merge(tmp_path):
-    directory = make_study_dir(tmp_path / "synthetic")
-    study = json.loads((directory / "study.json").read_text())
-    study |= FIRST | {"merged_from": MERGED_FROM}
-    (directory / "study.json").write_text(json.dumps(study))
-    text = write_report(directory).read_text(encoding="utf-8")
-    lead = text.split("## Provenance", 1)[0]
+@pytest.fixture(scope="module")
+def merged(merged_text) -> dict[str, str]:
+    return header_lines(merged_text)
+
+
+def test_the_first_screen_gives_no_wall_time_for_a_merge(merged_text):
+    lead = merged_text.split("## Provenance", 1)[0]
     assert "merged from 3 sources (each one's wall time: Provenance)" in lead
     assert "wall time 2 h" not in lead
 

@@ -4,72 +4,25 @@ alike marked, figure subtitles and legends that describe what is drawn."""
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
 import polars as pl
 import pytest
-from matplotlib.figure import Figure
-from test_report import make_study_dir, one_seed_study, probe_rows
+from shared_reports import Drawn, smoke_description
 
-from electra_ablate.analysis.results import constant_tasks, task_scores, write_table
-from electra_ablate.report import plots, write_report
-
-PLUMBING = "every objective end to end on micro; a plumbing check, not a science result"
-
-
-@dataclass
-class Drawn:
-    """A report written once for the tests that read it: its markdown and the figures it saved."""
-
-    text: str
-    figures: dict[str, Figure]
-    report: Path  # its folder
-
-
-def draw(directory: Path) -> Drawn:
-    """Write ``directory``'s report, its figures saved as ever, and keep each figure saved for
-    the tests that read its titles and legends (a report takes seconds to draw: the tests that
-    read the same study share one)."""
-    figures: dict[str, Figure] = {}
-    save = plots.save_figure
-
-    def keep(fig: Figure, out: Path, stem: str) -> list[Path]:
-        figures.setdefault(stem, fig)
-        return save(fig, out, stem)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plots, "save_figure", keep)
-        report = write_report(directory)
-    return Drawn(report.read_text(encoding="utf-8"), figures, report.parent)
+from electra_ablate.analysis.results import constant_tasks, task_scores
 
 
 @pytest.fixture(scope="module")
-def three_seeds(tmp_path_factory) -> Drawn:
-    """The synthetic study's report: three fine-tuning seeds per label."""
-    return draw(make_study_dir(tmp_path_factory.mktemp("three") / "synthetic"))
+def three_seeds(synthetic) -> Drawn:
+    """The synthetic study's report: three fine-tuning seeds per label (``conftest``)."""
+    return synthetic
 
 
-@pytest.fixture(scope="module")
-def one_seed(tmp_path_factory) -> Drawn:
-    """The synthetic study's report with one fine-tuning seed: one model per label, written
-    over an earlier report's efficiency figure, which it no longer draws."""
-    directory = one_seed_study(tmp_path_factory.mktemp("one") / "synthetic")
-    report = directory / "report"
-    report.mkdir()
-    for fmt in ("png", "svg"):  # left by an earlier report that drew it
-        (report / f"glue_efficiency.{fmt}").write_text("stale")
-    return draw(directory)
-
-
-def test_the_header_shows_the_specs_description_under_the_title(tmp_path):
-    directory = make_study_dir(tmp_path / "described")
-    study = json.loads((directory / "study.json").read_text())
-    study["spec"]["description"] = PLUMBING
-    (directory / "study.json").write_text(json.dumps(study))
-    text = write_report(directory).read_text(encoding="utf-8")
-    assert text.startswith(f"# Study `synthetic`\n\n*{PLUMBING}*\n\n## At a glance\n\n")
+def test_the_header_shows_the_specs_description_under_the_title(plumbing):
+    """The synthetic study described as the smoke study is (``conftest.plumbing``)."""
+    description = smoke_description()
+    assert description.strip()
+    text = plumbing.text
+    assert text.startswith(f"# Study `synthetic`\n\n*{description}*\n\n## At a glance\n\n")
 
 
 def test_no_description_adds_nothing(three_seeds):
@@ -141,12 +94,8 @@ def test_the_subtitle_names_a_band_only_when_seeds_draw_one(request, seeds, band
     assert ("band: min–max over seeds" in subtitle) is band
 
 
-def test_the_probe_legend_draws_reference_rows_dotted_as_plotted(tmp_path, monkeypatch):
-    figures: dict[str, Figure] = {}
-    monkeypatch.setattr(plots, "save_figure", lambda fig, out, stem: figures.setdefault(stem, fig))
-    directory = make_study_dir(tmp_path / "probed")
-    write_table(directory / "results.parquet", probe_rows())
-    write_report(directory)
+def test_the_probe_legend_draws_reference_rows_dotted_as_plotted(probed):
+    figures = probed.figures
     legend = figures["rtd_probe_tasks_vs_flops"].legends[0]
     styles = {h.get_label(): (h.get_linestyle(), h.get_marker()) for h in legend.legend_handles}
     assert styles["bigram"] == (":", "None") and styles["token_identity"] == (":", "None")

@@ -4,12 +4,12 @@ published ordering, and one line says why; any other study keeps them."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import yaml
-from test_report import make_study_dir, table_row
+from shared_reports import described_study
+from test_report import table_row
 
 from electra_ablate.report import write_report
 from electra_ablate.report.header import PLUMBING_CLAIMS, plumbing_check
@@ -17,18 +17,18 @@ from electra_ablate.report.header import PLUMBING_CLAIMS, plumbing_check
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def described_study(directory: Path, description: str) -> Path:
-    make_study_dir(directory)
-    study = json.loads((directory / "study.json").read_text())
-    study["spec"]["description"] = description
-    (directory / "study.json").write_text(json.dumps(study))
-    return directory
+@pytest.fixture(scope="module")
+def plumbing_text(plumbing) -> str:
+    """The synthetic study described as ``studies/smoke.yaml`` is (``conftest.plumbing``)."""
+    return plumbing.text
 
 
 @pytest.fixture(scope="module")
-def plumbing_text(tmp_path_factory) -> str:
-    smoke = yaml.safe_load((ROOT / "studies" / "smoke.yaml").read_text())["description"]
-    directory = described_study(tmp_path_factory.mktemp("runs") / "plumbing", smoke)
+def science_text(tmp_path_factory) -> str:
+    """The synthetic study described as any other study, written once for the tests that read
+    it."""
+    directory = tmp_path_factory.mktemp("runs") / "science"
+    described_study(directory, "BERT against ELECTRA at 2.5e13 FLOPs")
     return write_report(directory).read_text(encoding="utf-8")
 
 
@@ -68,17 +68,15 @@ def test_a_plumbing_check_has_no_paper_column_and_says_why(plumbing_text):
     assert "## The paper's reference points\n\n- Paper Table 5: " in plumbing_text
 
 
-def test_any_other_study_keeps_the_paper_column(tmp_path):
-    directory = described_study(tmp_path / "science", "BERT against ELECTRA at 2.5e13 FLOPs")
-    text = write_report(directory).read_text(encoding="utf-8")
+def test_any_other_study_keeps_the_paper_column(science_text):
+    text = science_text
     assert table_row(text, "Rank | Label").endswith("| Paper Table 5 |")
     assert table_row(text, "1 | ELECTRA").endswith("| 85.0 |")
     assert "**Paper Table 5 ordering**" in text
     assert "No Paper Table 5 column" not in text
 
 
-def test_a_plumbing_checks_claims_table_is_set_apart_from_the_paper(plumbing_text, tmp_path):
+def test_a_plumbing_checks_claims_table_is_set_apart_from_the_paper(plumbing_text, science_text):
     claims = plumbing_text.split("## The paper's claims", 1)[1].split("\n## ", 1)[0]
     assert claims.count(PLUMBING_CLAIMS) == 1
-    science = described_study(tmp_path / "science", "BERT against ELECTRA at 2.5e13 FLOPs")
-    assert PLUMBING_CLAIMS not in write_report(science).read_text(encoding="utf-8")
+    assert PLUMBING_CLAIMS not in science_text

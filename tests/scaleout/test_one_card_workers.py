@@ -41,10 +41,11 @@ KEYS = {
 
 def micro_spec(folder: Path, objectives: list[str], schedule: dict | None = None) -> Path:
     """The smoke spec (its data, so the session's prepared cache serves it) cut down: fewer
-    objectives and steps, RTE and STS-B capped unequally so that their costs differ."""
+    objectives, steps and checkpoints (the final one), RTE and STS-B capped unequally so that
+    their costs differ."""
     raw = yaml.safe_load(SMOKE.read_text())
     raw["objectives"] = [{"name": name} for name in objectives]
-    raw["budget"] |= {"steps": 20, "steps_of": objectives[-1]}
+    raw["budget"] |= {"steps": 20, "steps_of": objectives[-1], "checkpoints": [1.0]}
     raw["finetune"] |= {"caps": {"rte": 32, "stsb": 64}, "eval_caps": {"rte": 32, "stsb": 32}}
     if schedule is not None:
         raw["schedule"] = schedule
@@ -118,7 +119,7 @@ def test_one_card_trains_one_run_at_a_time_then_the_costliest_evaluation_first(o
         assert end["gate_wait_s"] >= 0
     assert second[1]["trained_from"] >= first[1]["trained_until"]
     evaluations = intervals(log, "evaluate")
-    assert len(evaluations) == 10  # 2 runs x 2 checkpoints x 2 tasks + the baseline's 2
+    assert len(evaluations) == 6  # 2 runs x 1 checkpoint x 2 tasks + the baseline's 2
     assert min(start["t"] for start, _ in evaluations.values()) >= max(e["t"] for _, e in runs)
     # the first evaluation to start is one of the costliest, by the tasks' own estimate
     spec = parse_spec(recorded_spec(json.loads((one_card / "study.json").read_text())["spec"]))
@@ -170,4 +171,4 @@ def test_one_process_logs_its_work_the_same_way(smoke_env, tmp_path):
     ]
     assert log[1]["compile_s"] > 0 and log[1]["steps"] == 20
     assert not set(GATE_KEYS) & log[1].keys()  # one process: no gate, nothing said of one
-    assert len(intervals(log, "evaluate")) == 6  # 2 checkpoints x 2 tasks + the baseline's 2
+    assert len(intervals(log, "evaluate")) == 4  # 1 checkpoint x 2 tasks + the baseline's 2

@@ -10,8 +10,8 @@ import importlib.metadata
 import importlib.resources
 import importlib.util
 import inspect
+import json
 import os
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -21,8 +21,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 import yaml
+from ablate_cli import SMOKE
 from ablate_cli import ablate as at_home
-from ablate_cli import needs_ablate
 
 from electra_ablate.scaleout import kit
 
@@ -45,11 +45,9 @@ reaches (the study's workers too), the way their absence would."""
 
 TINY = {
     "name": "node",
-    "data": {
-        "corpus": {"paths": ["${ABLATE_DATA_DIR}/corpus/gutenberg/*.txt.gz"], "max_documents": 300},
-        "tokenizer": {"vocab_size": 1024},
-        "glue": "${ABLATE_DATA_DIR}/glue",
-    },
+    # the smoke spec's data, whose tokenizer and packed corpus the session's cache (smoke_env)
+    # holds: the bundle is made from it, not prepared again
+    "data": yaml.safe_load(SMOKE.read_text())["data"],
     "backbone": {"preset": "micro"},
     "budget": {"steps": 6, "steps_of": "electra", "checkpoints": [1.0]},
     "pretrain": {"batch_size": 8, "log_every": 3, "eval_batches": 1},
@@ -70,15 +68,41 @@ TINY = {
 }
 
 
-def ablate(*args, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``ablate ARGS`` in a process of its own: the node's commands, where the blocker (a
-    ``sitecustomize``) must take effect in a fresh interpreter."""
-    command = shutil.which("ablate")
-    if command is None:
-        pytest.skip("the ablate console script is not installed")
-    return subprocess.run(
-        [command, *map(str, args)], env=env, capture_output=True, text=True, timeout=900
+NODE_SESSION = """
+import contextlib, io, json, sys
+
+from electra_ablate.cli import run_cli
+
+answers = []
+for argv in json.loads(sys.argv[1]):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_cli(argv)
+    answers.append([code, out.getvalue(), err.getvalue()])
+print(json.dumps(answers))
+"""
+"""The node's commands one after another in one interpreter, each through the CLI's entry
+function (what the ``ablate`` console script calls), their exit codes and output as JSON."""
+
+
+def on_the_node(*commands: list, env: dict[str, str]) -> list[subprocess.CompletedProcess]:
+    """Each of ``commands`` (``ablate``'s arguments) run on the node: in one fresh interpreter,
+    which the blocker (a ``sitecustomize``) reaches before anything is imported, so a command
+    that imports polars or datasets fails there whichever command ran before it."""
+    argvs = [[str(a) for a in command] for command in commands]
+    done = subprocess.run(
+        [sys.executable, "-c", NODE_SESSION, json.dumps(argvs)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout.splitlines()[-1])
+    return [
+        subprocess.CompletedProcess(["ablate", *argv], code, out, err)
+        for argv, (code, out, err) in zip(argvs, answers, strict=True)
+    ]
 
 
 @pytest.mark.slow  # process: a blocked import in a fresh interpreter
@@ -90,12 +114,11 @@ def test_the_blocker_blocks(tmp_path):
         assert probe.returncode != 0, f"{name} was importable through the blocker"
 
 
-@pytest.mark.slow
-@needs_ablate  # before the home side's prepare: the node's commands need the console script
-def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_path):
+@pytest.mark.slow  # process: on the node, its commands in a fresh interpreter the blocker reaches
+def test_a_unit_and_its_pack_run_without_polars_or_datasets(smoke_env, tmp_path):
     spec = tmp_path / "node.yaml"
     spec.write_text(yaml.safe_dump(TINY))
-    home = {**os.environ, "ABLATE_DATA_DIR": str(shared_data), "ABLATE_CACHE": str(tmp_path)}
+    home = dict(smoke_env)  # the real data and the session's data cache
     bundle = tmp_path / "bundle"
     # at home (polars and datasets installed): in this process (ablate_cli.ablate)
     made = at_home("data", "prepare", spec, "--bundle", bundle, env=home)
@@ -107,16 +130,19 @@ def test_a_unit_and_its_pack_run_without_polars_or_datasets(shared_data, tmp_pat
     node = {**home, "ABLATE_DATA_DIR": str(tmp_path / "no-raw-data"), "PYTHONPATH": str(blocker)}
     node.pop("ABLATE_CACHE")
     out = tmp_path / "node-out"
-    # process: on the node, each command in a fresh interpreter the blocker reaches
     # the session's plan phase: the dry run, its estimate's probes included (one wrote its
     # probe table with polars, and only the rehearsal's log showed the node's plan failing)
-    plan = ablate("run", spec, "--out", out, "--data-bundle", bundle, "--dry-run", env=node)
+    plan, run, packed = on_the_node(
+        ["run", spec, "--out", out, "--data-bundle", bundle, "--dry-run"],
+        ["run", spec, "--out", out, "--data-bundle", bundle, "--no-progress"],
+        ["pack", out, "--out", tmp_path / "node.pack.tar.gz"],
+        env=node,
+    )
     assert plan.returncode == 0, plan.stderr
-    run = ablate("run", spec, "--out", out, "--data-bundle", bundle, "--no-progress", env=node)
     assert run.returncode == 0, run.stderr
-    pack = tmp_path / "node.pack.tar.gz"
-    packed = ablate("pack", out, "--out", pack, env=node)
     assert packed.returncode == 0, packed.stderr
+    pack = tmp_path / "node.pack.tar.gz"
+    assert pack.is_file()
 
     merged = tmp_path / "home"
     assert at_home("merge", pack, "--into", merged, env=home).returncode == 0
@@ -182,12 +208,11 @@ def test_an_installed_distribution_is_packed_again_as_a_wheel(tmp_path):
     assert f"toy/__init__.py,sha256={digest.decode()},10" in record
 
 
-@pytest.mark.slow  # process: the installed console script
 def test_a_kit_is_not_written_over_a_folder_that_is_not_one(tmp_path):
     target = tmp_path / "work"
     target.mkdir()
     (target / "notes.txt").write_text("mine")
-    result = ablate("kit", REPO / ".ci" / "rehearsal.yaml", "--out", target, env=dict(os.environ))
+    result = at_home("kit", REPO / ".ci" / "rehearsal.yaml", "--out", target)
     assert result.returncode == 2 and result.stderr.startswith("error: "), result.stderr
     assert "not a kit" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert (target / "notes.txt").read_text() == "mine"
