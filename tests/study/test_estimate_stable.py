@@ -82,8 +82,8 @@ def test_dry_run_shows_progress_and_a_whole_plan_at_80_columns(smoke_env, tmp_pa
     ]
     spec["finetune"] = {"tasks": ["rte"], "seeds": [0], "caps": {"rte": 32}}
     # a small corpus: the data is prepared for the status line to name, not for its size
-    spec["data"]["corpus"]["max_documents"] = 100
-    spec["data"]["tokenizer"]["vocab_size"] = 512
+    spec["data"]["corpus"]["max_documents"] = 400
+    spec["data"]["tokenizer"]["vocab_size"] = 2048
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(spec))
     # a data cache of its own: preparing the data is the slow step the status line must name
