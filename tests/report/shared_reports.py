@@ -10,12 +10,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ablate_cli import SMOKE
 from matplotlib.figure import Figure
 from test_report import make_study_dir
 
 from electra_ablate.report import plots, write_report
-
-SMOKE_SPEC = Path(__file__).resolve().parents[2] / "studies" / "smoke.yaml"
 
 
 @dataclass
@@ -45,7 +44,7 @@ def draw(directory: Path) -> Drawn:
 
 def smoke_description() -> str:
     """``studies/smoke.yaml``'s description: it says the study is a plumbing check."""
-    return yaml.safe_load(SMOKE_SPEC.read_text())["description"]
+    return yaml.safe_load(SMOKE.read_text())["description"]
 
 
 def described_study(directory: Path, description: str) -> Path:
