@@ -17,6 +17,8 @@ MAX_SEQ_LEN = 128
 
 
 def real_subset_spec(shared_data: Path, cache_dir: Path) -> DataSpec:
+    """The subset's data spec, its cache in ``cache_dir``: one spec, so every caller's entry has
+    the same fingerprint and the cache serves them all."""
     return DataSpec.model_validate(
         {
             "corpus": {

@@ -17,7 +17,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 import yaml
-from ablate_cli import E2E, ROOT, SMOKE
+from ablate_cli import E2E, ROOT, SMOKE, one_line_error
 from ablate_cli import ablate as run_ablate
 from objective_names import BUILT_IN
 
@@ -287,11 +287,9 @@ def test_bad_input_is_one_line_and_exit_2(data_env, tmp_path):
     # process: `python -m electra_ablate` itself, and the exit status as the shell sees it (a
     # command that fails before importing torch: the process is what is checked, not `run`)
     gone = ablate(["status", str(tmp_path / "nope")], data_env, module=True)
-    assert gone.returncode == 2 and "not a study folder" in gone.stderr
-    assert "Traceback" not in gone.stderr
+    one_line_error(gone, 2, "not a study folder")
     missing = ablate(["run", str(tmp_path / "nope.yaml")], data_env)
-    assert missing.returncode == 2 and "spec file not found" in missing.stderr
-    assert "Traceback" not in missing.stderr
+    one_line_error(missing, 2, "spec file not found")
     spec = yaml.safe_load(SMOKE.read_text())
     spec["finetune"]["tasks"] = ["qqp"]
     path = tmp_path / "qqp.yaml"
